@@ -1,0 +1,40 @@
+# kaflet: `make run` starts the broker, `make test` installs what the tests need and runs them.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+APT_PACKAGES := kcat
+SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
+
+.PHONY: run test bench lint apt-deps clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(BIN)/kaflet serve --host 127.0.0.1 --port 9092 --data-dir ./data
+
+apt-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
+
+test: $(VENV)/.installed-test apt-deps
+	$(BIN)/python -m pytest -q
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python -m bench
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) data .pytest_cache

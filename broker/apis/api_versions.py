@@ -1,0 +1,47 @@
+"""ApiVersions v0-v4, generated from the registry."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any
+
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from broker.context import RequestContext
+from broker.registry import api, served
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+# Kafka's ApiVersionsRequest.isValid pattern for client software name and version.
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+_Key = ApiVersionsResponse.ApiVersion
+
+
+def _keys() -> list[Any]:
+    return [_Key(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in served()]
+
+
+@cache
+def unsupported_version_body() -> bytes:
+    """The v0 answer to an ApiVersions version we do not serve: error 35 plus what we serve."""
+    return bytes(ApiVersionsResponse(version=0, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_keys()).encode())
+
+
+@cache
+def _ok_body(version: int) -> bytes:
+    return bytes(ApiVersionsResponse(version=version, error_code=0, api_keys=_keys(), throttle_time_ms=0).encode())
+
+
+def _error(request: Any, code: ErrorCode) -> Any:
+    return ApiVersionsResponse(version=request.version, error_code=code, api_keys=[], throttle_time_ms=0)
+
+
+@api(ApiKey.API_VERSIONS, 0, 4, error_response=_error)
+def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= 3:
+        name, version = request.client_software_name, request.client_software_version
+        if not (name and version and _SOFTWARE.match(name) and _SOFTWARE.match(version)):
+            return _error(request, ErrorCode.INVALID_REQUEST)
+        ctx.conn.client_software = (name, version)
+    return _ok_body(ctx.api_version)

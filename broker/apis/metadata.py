@@ -1,0 +1,126 @@
+"""Metadata v0-v12: this node, the cluster id, topics with ids, partitions led here.
+
+Answers are cached as encoded bodies per (version, request shape) and dropped whenever the
+topic set changes, so steady-state Metadata costs a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.metadata import MetadataResponse
+
+from broker.context import RequestContext
+from broker.registry import api
+from broker.topics import INTERNAL_TOPICS, Topic, name_error
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+_Broker = MetadataResponse.MetadataResponseBroker
+_Topic = MetadataResponse.MetadataResponseTopic
+_Partition = _Topic.MetadataResponsePartition
+
+# What an authorizer-less Kafka reports as allowed (AclOperation codes).
+TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12, 13, 14})
+LEADER_EPOCH = 0
+_CACHE_LIMIT = 256
+
+
+def partition_entries(broker_node: int, topic: Topic) -> list[Any]:
+    return [
+        _Partition(
+            error_code=0,
+            partition_index=p,
+            leader_id=broker_node,
+            leader_epoch=LEADER_EPOCH,
+            replica_nodes=[broker_node],
+            isr_nodes=[broker_node],
+            offline_replicas=[],
+        )
+        for p in range(topic.partitions)
+    ]
+
+
+def _topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> Any:
+    return _Topic(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal or topic.name in INTERNAL_TOPICS,
+        partitions=partition_entries(ctx.broker.config.node_id, topic),
+        authorized_operations=set(TOPIC_OPERATIONS) if include_ops else None,
+    )
+
+
+def _error_entry(code: ErrorCode, name: str | None, topic_id: Any = None) -> Any:
+    return _Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[], authorized_operations=None)
+
+
+def _error(request: Any, code: ErrorCode) -> Any:
+    topics = [_error_entry(code, t.name, getattr(t, "topic_id", None)) for t in (request.topics or [])]
+    return MetadataResponse(version=request.version, throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=topics, authorized_operations=None)
+
+
+@api(ApiKey.METADATA, 0, 12, error_response=_error)
+def handle_metadata(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    version = ctx.api_version
+    topics_mgr = broker.topics
+    requested = request.topics
+    if version == 0 and not requested:
+        requested = None  # v0: an empty list means every topic
+    allow_auto = request.allow_auto_topic_creation if version >= 4 else True
+    include_cluster_ops = bool(version >= 8 and version <= 10 and request.include_cluster_authorized_operations)
+    include_topic_ops = bool(version >= 8 and request.include_topic_authorized_operations)
+
+    shape = None if requested is None else tuple((t.name, getattr(t, "topic_id", None)) for t in requested)
+    key = (version, shape, allow_auto, include_cluster_ops, include_topic_ops)
+    cache: dict[Any, tuple[int, bytes]] = broker.__dict__.setdefault("_metadata_cache", {})
+    hit = cache.get(key)
+    if hit is not None and hit[0] == topics_mgr.generation:
+        return hit[1]
+
+    entries: list[Any] = []
+    if requested is None:
+        entries = [_topic_entry(ctx, t, include_topic_ops) for t in topics_mgr.topics.values()]
+    else:
+        seen: set[Any] = set()
+        for wanted in requested:
+            name = wanted.name
+            topic_id = getattr(wanted, "topic_id", None) if version >= 10 else None
+            ident = (name, topic_id)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            if name is None:
+                topic = topics_mgr.get_by_id(topic_id)
+                entries.append(_topic_entry(ctx, topic, include_topic_ops) if topic else _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                continue
+            topic = topics_mgr.get(name)
+            if topic is None:
+                if name_error(name) is not None:
+                    entries.append(_error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+                    continue
+                if allow_auto:
+                    topic = topics_mgr.maybe_auto_create(name)
+                if topic is None:
+                    entries.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                    continue
+            entries.append(_topic_entry(ctx, topic, include_topic_ops))
+
+    node = broker.config.node_id
+    response = MetadataResponse(
+        version=version,
+        throttle_time_ms=0,
+        brokers=[_Broker(node_id=node, host=broker.advertised_host, port=broker.advertised_port, rack=None)],
+        cluster_id=broker.cluster_id,
+        controller_id=node,
+        topics=entries,
+        authorized_operations=set(CLUSTER_OPERATIONS) if include_cluster_ops else None,
+    )
+    body = bytes(response.encode())
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = (topics_mgr.generation, body)
+    return body

@@ -1,0 +1,273 @@
+"""One client connection: framing, in-order dispatch, the single place responses are written.
+
+Kafka mutes a channel while a request is in flight; here a connection processes one frame
+at a time and queues the rest, so responses leave in request order even when a handler
+parks (JoinGroup, SyncGroup, long-polling Fetch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker import faults
+from broker.context import RequestContext
+from broker.registry import REGISTRY, ApiSpec
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.header import HeaderError, parse_request_header, peek_api, response_header
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+log = structlog.get_logger("kaflet.connection")
+
+# Stop reading from a client that has this much unprocessed data queued.
+_PAUSE_AT = 8 * 1024 * 1024
+
+
+class CloseConnection(Exception):
+    """Raised by the dispatcher: the connection is closed with this reason."""
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.max_request = broker.config.max_request_bytes
+        self.transport: asyncio.Transport | None = None
+        self.peer_host = "?"
+        self.peer_port = 0
+        self.peer_text = "?"
+        self._buf = bytearray()
+        self._frames: deque[bytes] = deque()
+        self._queued_bytes = 0
+        self._busy = False
+        self._paused = False
+        self.closing = False
+        self.last_active = time.monotonic()
+        self.client_software: tuple[str, str] | None = None
+        self.in_flight: asyncio.Task[Any] | None = None
+
+    # -- asyncio.Protocol ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
+        self.peer_text = f"{self.peer_host}:{self.peer_port}"
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.broker.connections.discard(self)
+        if self._buf and not self._frames and self.broker.accepting:
+            log.warning("connection closed mid-frame", peer=self.peer_text, buffered_bytes=len(self._buf))
+        self._frames.clear()
+        self._buf = bytearray()
+        if self.in_flight is not None and not self.in_flight.done():
+            # The handler may be parked in the coordinator; its answer has nowhere to go.
+            self.in_flight.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        self.last_active = time.monotonic()
+        buf = self._buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        max_request = self.max_request
+        while end - pos >= 4:
+            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            if size < 0 or size > max_request:
+                # Checked before anything is allocated for the frame.
+                self.close_with_warning(f"request size {size} outside 0..{max_request}")
+                return
+            if end - pos - 4 < size:
+                break
+            self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            self._queued_bytes += size
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        if not self._busy:
+            self._drain()
+        if self._queued_bytes + len(self._buf) > _PAUSE_AT and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    # -- dispatch -----------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        frames = self._frames
+        while frames and not self._busy and not self.closing:
+            frame = frames.popleft()
+            self._queued_bytes -= len(frame)
+            try:
+                pending = self._dispatch(frame)
+            except CloseConnection as exc:
+                self.close_with_warning(str(exc))
+                return
+            if pending is not None:
+                self._busy = True
+                task = asyncio.ensure_future(pending)
+                self.in_flight = task
+                task.add_done_callback(self._on_async_done)
+        if self._paused and self._queued_bytes + len(self._buf) < _PAUSE_AT // 2 and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def _on_async_done(self, task: asyncio.Task[Any]) -> None:
+        self.in_flight = None
+        self._busy = False
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, CloseConnection):
+            self.close_with_warning(str(exc))
+            return
+        if exc is not None:
+            log.error("handler failed after parking", peer=self.peer_text, exc_info=exc)
+            self.close_with_warning("internal error")
+            return
+        if not self.closing:
+            self._drain()
+
+    def _dispatch(self, frame: bytes) -> Any:
+        """Handle one frame. Returns None when done, or a coroutine to run for a parked handler."""
+        try:
+            api_key, api_version, corr = peek_api(frame)
+        except HeaderError as exc:
+            raise CloseConnection(f"bad request header: {exc}") from None
+        spec = REGISTRY.get(api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown api key {api_key}")
+        if not spec.min_version <= api_version <= spec.max_version:
+            if api_key == ApiKey.API_VERSIONS:
+                # Kafka answers a too-new ApiVersions with a v0 body listing what is served.
+                from broker.apis.api_versions import unsupported_version_body
+
+                self.write_response(corr, False, unsupported_version_body())
+                return None
+            raise CloseConnection(f"unsupported version {api_version} of {spec.name} (serves {spec.min_version}-{spec.max_version})")
+        flexible = spec.flexible(api_version)
+        try:
+            header = parse_request_header(frame, flexible)
+            request = spec.request_cls.decode(memoryview(frame)[header.body_offset :], version=api_version)
+        except Exception as exc:  # the codec raises many kinds on malformed input
+            raise CloseConnection(f"{spec.name} v{api_version} body does not decode: {type(exc).__name__}: {exc}") from None
+        ctx = RequestContext(self.broker, self, api_key, spec.name, api_version, corr, header.client_id)
+        # ApiVersions responses always use header v0 (clients cannot know the flexible version yet).
+        resp_flexible = flexible and api_key != ApiKey.API_VERSIONS
+        if self.broker.debug_requests:
+            ctx.log.debug("request", body=repr(request)[:2000])
+        injected = faults.match(self.broker, ctx, request)
+        if injected is not None:
+            return self._run_fault(ctx, spec, request, injected, resp_flexible)
+        try:
+            result = spec.handler(ctx, request)
+        except CloseConnection:
+            raise
+        except Exception:
+            ctx.log.error("handler failed", exc_info=True)
+            result = self._error_answer(spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if asyncio.iscoroutine(result):
+            return self._finish_async(ctx, spec, request, result, resp_flexible)
+        self._respond(ctx, spec, result, resp_flexible)
+        return None
+
+    async def _finish_async(self, ctx: RequestContext, spec: ApiSpec, request: Any, coro: Any, resp_flexible: bool) -> None:
+        try:
+            result = await coro
+        except (CloseConnection, asyncio.CancelledError):
+            raise
+        except Exception:
+            ctx.log.error("handler failed", exc_info=True)
+            result = self._error_answer(spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if not self.closing:
+            self._respond(ctx, spec, result, resp_flexible)
+
+    async def _run_fault(self, ctx: RequestContext, spec: ApiSpec, request: Any, fault: faults.Fault, resp_flexible: bool) -> None:
+        if fault.delay_ms:
+            await asyncio.sleep(fault.delay_ms / 1000)
+        if fault.close:
+            raise CloseConnection(f"fault injected on {spec.name}: close connection")
+        if fault.error is None:
+            result = spec.handler(ctx, request)
+            if asyncio.iscoroutine(result):
+                result = await result
+        else:
+            result = self._error_answer(spec, request, fault.error)
+        if not self.closing:
+            self._respond(ctx, spec, result, resp_flexible)
+
+    def _error_answer(self, spec: ApiSpec, request: Any, code: ErrorCode) -> Any:
+        if spec.error_response is None:
+            raise CloseConnection(f"{spec.name} failed and has no error response")
+        return spec.error_response(request, code)
+
+    def _respond(self, ctx: RequestContext, spec: ApiSpec, result: Any, resp_flexible: bool) -> None:
+        if result is None:
+            return
+        if isinstance(result, (bytes, bytearray, memoryview)):
+            body: Any = result
+        elif isinstance(result, list):
+            body = result
+        else:
+            body = result.encode(version=ctx.api_version)
+        if self.broker.debug_requests:
+            ctx.log.debug("response", body=repr(result)[:2000] if not isinstance(result, (bytes, bytearray, memoryview, list)) else "<encoded>")
+        self.write_response(ctx.correlation_id, resp_flexible, body)
+
+    def write_response(self, correlation_id: int, flexible: bool, body: Any) -> None:
+        """The one place a response leaves the broker: size, header, body."""
+        transport = self.transport
+        if transport is None or self.closing:
+            return
+        if isinstance(body, list):
+            size = sum(len(b) for b in body)
+            transport.writelines([response_header(size, correlation_id, flexible), *body])
+        else:
+            transport.writelines((response_header(len(body), correlation_id, flexible), body))
+        self.last_active = time.monotonic()
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close_with_warning(self, reason: str) -> None:
+        if self.closing:
+            return
+        log.warning("closing connection", peer=self.peer_text, reason=reason)
+        self.close()
+
+    def close(self) -> None:
+        self.closing = True
+        self._frames.clear()
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def stop_reading(self) -> None:
+        """At shutdown: take no new requests; the one in flight still gets its answer."""
+        self._frames.clear()
+        if self.transport is not None and not self.closing:
+            try:
+                self.transport.pause_reading()
+            except RuntimeError:
+                pass

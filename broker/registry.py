@@ -1,0 +1,71 @@
+"""The API registry: each API module registers its key, versions and handler here.
+
+ApiVersions is generated from this table, and the connection dispatches through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.apis import ApiKey, first_flexible_version, request_class, response_class
+from protocol.errors import ErrorCode
+
+Handler = Callable[..., Any]
+ErrorResponder = Callable[[Any, ErrorCode], Any]
+
+
+@dataclass(slots=True)
+class ApiSpec:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    request_cls: Any
+    response_cls: Any
+    handler: Handler
+    flexible_from: int
+    error_response: ErrorResponder | None
+
+    def flexible(self, version: int) -> bool:
+        return version >= self.flexible_from
+
+
+REGISTRY: dict[int, ApiSpec] = {}
+
+
+def api(key: ApiKey, min_version: int, max_version: int, *, error_response: ErrorResponder | None = None) -> Callable[[Handler], Handler]:
+    """Register `handler(ctx, request)` for `key` at versions min..max.
+
+    The handler returns a kafka-python response object, an encoded body (bytes or a list
+    of buffers), None for no response (acks=0), or a coroutine producing one of those.
+    `error_response(request, code)` builds the whole-request error answer Kafka's
+    `getErrorResponse` would send; it serves injected faults and unexpected exceptions.
+    """
+
+    def register(handler: Handler) -> Handler:
+        if key in REGISTRY:
+            raise RuntimeError(f"API {key.name} registered twice")
+        req = request_class(key)
+        if max_version > req.max_version:
+            raise RuntimeError(f"{key.name} v{max_version} is beyond the codec's v{req.max_version}")
+        REGISTRY[key] = ApiSpec(
+            key=int(key),
+            name=key.name,
+            min_version=min_version,
+            max_version=max_version,
+            request_cls=req,
+            response_cls=response_class(key),
+            handler=handler,
+            flexible_from=first_flexible_version(key),
+            error_response=error_response,
+        )
+        return handler
+
+    return register
+
+
+def served() -> list[tuple[int, int, int]]:
+    """(api key, min version, max version) of every registered API, sorted by key."""
+    return sorted((s.key, s.min_version, s.max_version) for s in REGISTRY.values())

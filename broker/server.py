@@ -1,0 +1,173 @@
+"""The broker: data dir, topics, listeners and connections, started and stopped as one."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+import signal
+import tempfile
+import time
+from typing import Any
+
+import structlog
+
+from broker.config import Config
+from broker.connection import KafkaConnection
+from broker.datadir import DataDir
+from broker.faults import FaultInjector
+from broker.topics import TopicManager
+
+log = structlog.get_logger("kaflet.broker")
+
+_WILDCARDS = ("", "0.0.0.0", "::")
+
+
+class Broker:
+    """A kaflet broker. `async with Broker(config) as broker:` serves on `broker.bootstrap`.
+
+    Without a config it listens on an ephemeral port of 127.0.0.1 with a temporary data
+    dir that is removed at stop (handy for tests and embedding).
+    """
+
+    def __init__(self, config: Config | None = None, **overrides: Any) -> None:
+        self._temp_dir: str | None = None
+        if config is None:
+            self._temp_dir = tempfile.mkdtemp(prefix="kaflet-")
+            config = Config(port=0, metrics=False, data_dir=self._temp_dir)
+        if overrides:
+            config = dataclasses.replace(config, **overrides)
+        config.validate()
+        self.config = config
+        self.connections: set[KafkaConnection] = set()
+        self.accepting = False
+        self.faults = FaultInjector()
+        self.debug_requests = config.log_level == "debug"
+        self.started_at = 0.0
+        self.bound_port = 0
+        self.bound_hosts: list[str] = []
+        self._servers: list[asyncio.base_events.Server] = []
+        self._idle_task: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
+        self.datadir: DataDir | None = None
+        self.topics: TopicManager
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        import broker.apis  # noqa: F401  (registers every API handler)
+
+        t0 = time.monotonic()
+        self.started_at = time.time()
+        self.datadir = DataDir(self.config.data_dir, self.config.node_id, self.config.offsets_partitions)
+        self.topics = TopicManager(self.datadir.path, self.config)
+        await self._listen()
+        self.accepting = True
+        self._idle_task = asyncio.get_running_loop().create_task(self._close_idle_connections())
+        log.info(
+            "broker ready",
+            bootstrap=self.bootstrap,
+            listen=[f"{h}:{self.bound_port}" for h in self.bound_hosts],
+            node_id=self.config.node_id,
+            cluster_id=self.cluster_id,
+            data_dir=str(self.datadir.path),
+            startup_ms=round((time.monotonic() - t0) * 1000, 1),
+        )
+
+    async def stop(self) -> None:
+        """Stop accepting, finish responses in flight, close connections and files."""
+        if self._stopped.is_set():
+            return
+        self.accepting = False
+        for server in self._servers:
+            server.close()
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        for conn in list(self.connections):
+            conn.stop_reading()
+        in_flight = [c.in_flight for c in self.connections if c.in_flight is not None]
+        if in_flight:
+            await asyncio.wait(in_flight, timeout=5)
+        for conn in list(self.connections):
+            conn.close()
+        for server in self._servers:
+            try:
+                await asyncio.wait_for(server.wait_closed(), timeout=1)
+            except (asyncio.TimeoutError, TimeoutError):
+                pass
+        if self.datadir is not None:
+            self.datadir.close()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+        self._stopped.set()
+        log.info("broker stopped")
+
+    async def __aenter__(self) -> Broker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def serve_forever(self) -> None:
+        """Run until SIGTERM or SIGINT, then stop gracefully."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        await stop.wait()
+        log.info("shutting down")
+        await self.stop()
+
+    # -- listening ----------------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        loop = asyncio.get_running_loop()
+        host = self.config.host
+        hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
+        port = self.config.port
+        for i, h in enumerate(hosts):
+            try:
+                server = await loop.create_server(
+                    lambda: KafkaConnection(self), host=h or None, port=port, reuse_address=True, backlog=1024
+                )
+            except OSError as exc:
+                if i == 0:
+                    raise
+                log.warning("cannot listen on second loopback address", host=h, error=str(exc))
+                continue
+            if i == 0:
+                port = server.sockets[0].getsockname()[1]
+            self._servers.append(server)
+            self.bound_hosts.append(h)
+        self.bound_port = port
+
+    @property
+    def advertised_host(self) -> str:
+        if self.config.advertised_host:
+            return self.config.advertised_host
+        return "127.0.0.1" if self.config.host in _WILDCARDS else self.config.host
+
+    @property
+    def advertised_port(self) -> int:
+        return self.config.advertised_port or self.bound_port
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.advertised_host}:{self.advertised_port}"
+
+    @property
+    def cluster_id(self) -> str:
+        assert self.datadir is not None
+        return self.datadir.cluster_id
+
+    async def _close_idle_connections(self) -> None:
+        idle_s = self.config.connections_max_idle_ms / 1000
+        interval = max(0.05, min(idle_s / 4, 30.0))
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if not conn.busy and now - conn.last_active > idle_s:
+                    conn.close_with_warning(f"idle for more than {self.config.connections_max_idle_ms} ms")

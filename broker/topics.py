@@ -1,0 +1,151 @@
+"""Topics: names, ids, partition counts and configs, persisted in the data dir.
+
+The partition logs themselves belong to storage; components that care about topic
+changes (the log manager, the group coordinator, caches) subscribe to the events here.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from broker.datadir import read_json, write_json
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.config import Config
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+class TopicError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs, "internal": self.internal}
+
+
+def name_error(name: str | None) -> str | None:
+    """Why `name` is not a legal topic name, or None (Kafka's `Topic.validate`)."""
+    if name is None or name == "":
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
+    if not _LEGAL.match(name):
+        return f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def _collision_key(name: str) -> str:
+    # Kafka rejects names that differ only by '.' versus '_' (they collide in metric names).
+    return name.replace(".", "_")
+
+
+TopicListener = Callable[[Topic], Any]
+
+
+class TopicManager:
+    def __init__(self, path: Path, config: Config) -> None:
+        self.path = path / "topics.json"
+        self.config = config
+        self.topics: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+        self.generation = 0
+        self.on_created: list[TopicListener] = []
+        self.on_deleted: list[TopicListener] = []
+        self.on_partitions_added: list[Callable[[Topic, int], Any]] = []
+        if self.path.exists():
+            stored = read_json(self.path)
+            for name, entry in stored.get("topics", {}).items():
+                topic = Topic(name, uuid.UUID(entry["id"]), int(entry["partitions"]), dict(entry.get("configs", {})), bool(entry.get("internal", False)))
+                self.topics[name] = topic
+                self.by_id[topic.topic_id] = topic
+
+    def _save(self) -> None:
+        self.generation += 1
+        write_json(self.path, {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self.topics.items())}})
+
+    def get(self, name: str | None) -> Topic | None:
+        return self.topics.get(name) if name is not None else None
+
+    def get_by_id(self, topic_id: uuid.UUID | None) -> Topic | None:
+        return self.by_id.get(topic_id) if topic_id is not None else None
+
+    def names(self) -> list[str]:
+        return list(self.topics)
+
+    def check_new(self, name: str, partitions: int) -> None:
+        """Raise TopicError if a topic `name` with `partitions` could not be created now."""
+        reason = name_error(name)
+        if reason is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if name in self.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        key = _collision_key(name)
+        for other in self.topics:
+            if _collision_key(other) == key:
+                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}")
+        if partitions < 1:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+
+    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False) -> Topic:
+        self.check_new(name, partitions)
+        topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
+        self.topics[name] = topic
+        self.by_id[topic.topic_id] = topic
+        self._save()
+        for listener in self.on_created:
+            listener(topic)
+        return topic
+
+    def maybe_auto_create(self, name: str) -> Topic | None:
+        """Auto-create `name` if the broker allows it and the name is legal and not internal."""
+        if not self.config.auto_create_topics or name in INTERNAL_TOPICS or name_error(name) is not None:
+            return None
+        try:
+            return self.create(name, self.config.default_partitions)
+        except TopicError:
+            return None
+
+    def delete(self, name: str) -> Topic:
+        topic = self.topics.pop(name)
+        self.by_id.pop(topic.topic_id, None)
+        self._save()
+        for listener in self.on_deleted:
+            listener(topic)
+        return topic
+
+    def add_partitions(self, name: str, total: int) -> Topic:
+        topic = self.topics[name]
+        old = topic.partitions
+        topic.partitions = total
+        self._save()
+        for listener in self.on_partitions_added:
+            listener(topic, old)
+        return topic
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.topics[name].configs = dict(configs)
+        self._save()

@@ -1,0 +1,1 @@
+"""The Kafka wire, pure and stateless: framing, headers, codecs, errors, record batches."""

@@ -1,0 +1,91 @@
+"""Shared fixtures: in-process brokers (async and threaded), child-process brokers, raw clients."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvloop
+
+from broker import Broker, Config
+from broker import logging as kaflet_logging
+from tests.support.procs import BrokerProcess
+from tests.support.raw_client import RawClient
+from tests.support.threaded import BrokerThread
+
+kaflet_logging.configure("json", "warning")
+
+
+def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Any]:
+    """Async tests run on uvloop, as the broker does in production."""
+    return {"uvloop": uvloop.new_event_loop}
+
+
+def test_config(data_dir: Path, **overrides: Any) -> Config:
+    """A broker config for tests: ephemeral port, no metrics endpoint, data under tmp."""
+    values: dict[str, Any] = {"port": 0, "data_dir": str(data_dir), "metrics": False, "offsets_partitions": 5}
+    values.update(overrides)
+    return Config(**values)
+
+
+@pytest.fixture
+def make_config(tmp_path: Path) -> Callable[..., Config]:
+    def make(**overrides: Any) -> Config:
+        return test_config(tmp_path / "data", **overrides)
+
+    return make
+
+
+@pytest.fixture
+async def broker(make_config: Callable[..., Config]) -> AsyncIterator[Broker]:
+    """An in-process broker on the test's event loop (for raw-protocol tests)."""
+    async with Broker(make_config()) as b:
+        yield b
+
+
+@pytest.fixture
+async def raw(broker: Broker) -> AsyncIterator[Callable[..., Any]]:
+    """Factory of raw protocol connections to `broker`; all are closed at teardown."""
+    clients: list[RawClient] = []
+
+    async def connect(client_id: str | None = "raw-client") -> RawClient:
+        client = await RawClient.connect(broker.bootstrap, client_id)
+        clients.append(client)
+        return client
+
+    yield connect
+    for client in clients:
+        await client.close()
+
+
+@pytest.fixture
+def broker_thread(make_config: Callable[..., Config]) -> Iterator[Callable[..., BrokerThread]]:
+    """Factory of brokers running on a background thread (for synchronous clients)."""
+    started: list[BrokerThread] = []
+
+    def start(**overrides: Any) -> BrokerThread:
+        bt = BrokerThread(make_config(**overrides)).start()
+        started.append(bt)
+        return bt
+
+    yield start
+    for bt in started:
+        bt.stop()
+
+
+@pytest.fixture
+def broker_proc(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    """Factory of brokers in child processes, started through the CLI."""
+    started: list[BrokerProcess] = []
+
+    def start(*args: str, data_dir: Path | None = None, env: dict[str, str] | None = None) -> BrokerProcess:
+        bp = BrokerProcess(data_dir or tmp_path / "data", "--offsets-partitions", "5", *args, env=env).start()
+        started.append(bp)
+        return bp
+
+    yield start
+    for bp in started:
+        if bp.alive:
+            bp.kill()

@@ -1,0 +1,101 @@
+"""A kaflet broker in a child process: started from the CLI, stopped by signal, killable."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: str | Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.data_dir = str(data_dir)
+        self.args = list(args)
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.lines: list[str] = []
+        self.records: list[dict[str, Any]] = []
+        self._cond = threading.Condition()
+        self.bootstrap = ""
+        self.port = 0
+
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
+        env = dict(os.environ)
+        env.update(self.env or {})
+        cmd = [sys.executable, "-m", "broker", "serve", "--port", "0", "--data-dir", self.data_dir, "--log-format", "json", "--no-metrics", *self.args]
+        if "--port" in self.args:
+            cmd.remove("--port")
+            cmd.remove("0")
+        if any(a.startswith("--metrics") for a in self.args):
+            cmd.remove("--no-metrics")
+        self.lines, self.records = [], []
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        ready = self.wait_for(lambda r: r.get("event") == "broker ready", timeout)
+        self.bootstrap = ready["bootstrap"]
+        self.port = int(self.bootstrap.rsplit(":", 1)[1])
+        return self
+
+    def _pump(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = {"event": line}
+            with self._cond:
+                self.lines.append(line)
+                self.records.append(record)
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0) -> dict[str, Any]:
+        """The first log record matching `predicate`, waiting up to `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._cond:
+            while True:
+                for record in self.records[seen:]:
+                    if predicate(record):
+                        return record
+                seen = len(self.records)
+                if self.proc is not None and self.proc.poll() is not None and seen == len(self.records):
+                    raise RuntimeError(f"broker exited ({self.proc.returncode}):\n" + "\n".join(self.lines[-30:]))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError("no matching log line; last lines:\n" + "\n".join(self.lines[-30:]))
+                self._cond.wait(min(remaining, 0.2))
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def restart(self, timeout: float = 20.0) -> BrokerProcess:
+        self.stop()
+        return self.start(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
