@@ -93,7 +93,7 @@ class Broker:
         for server in self._servers:
             try:
                 await asyncio.wait_for(server.wait_closed(), timeout=1)
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 pass
         if self.datadir is not None:
             self.datadir.close()

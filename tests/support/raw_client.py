@@ -88,19 +88,19 @@ class RawClient:
         if self._reader_task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._reader_task), timeout)
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 return False
             return True
         try:
             data = await asyncio.wait_for(self.reader.read(65536), timeout)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return False
         except ConnectionError:
             return True
         while data:
             try:
                 data = await asyncio.wait_for(self.reader.read(65536), timeout)
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 return False
             except ConnectionError:
                 return True

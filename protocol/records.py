@@ -1,0 +1,378 @@
+"""Record batches (magic v2): header parsing, validation, base-offset patching, building, iterating.
+
+Batches are kept as the bytes clients sent; this module reads and patches them in place
+and builds the uncompressed batches the coordinator writes to `__consumer_offsets`.
+
+Layout of a v2 batch header (61 bytes):
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 | crc uint32 |
+    attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 | maxTimestamp int64 |
+    producerId int64 | producerEpoch int16 | baseSequence int32 | recordCount int32
+The CRC-32C covers everything from `attributes` to the end of the batch.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted by batchLength
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+CRC_START = ATTRIBUTES_OFFSET
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08  # 1 = LogAppendTime
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies in a log."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+class InvalidBatch(ValueError):
+    """A batch failed validation; `reason` says how."""
+
+    def __init__(self, reason: str, kind: str = "corrupt") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.kind = kind  # corrupt | magic | size
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    return BatchHeader._make(HEADER.unpack_from(buf, pos))
+
+
+def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
+    return crc32c(memoryview(buf)[pos + CRC_START : pos + size])
+
+
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> BatchHeader:
+    """Check one batch at `pos`: framing, magic, CRC and record-count sanity. Raises InvalidBatch."""
+    end = len(buf) if end is None else end
+    if end - pos < LOG_OVERHEAD + 5:
+        raise InvalidBatch("truncated batch header")
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic != 2:
+        raise InvalidBatch(f"magic {magic} is not supported (only v2 record batches)", "magic")
+    if end - pos < HEADER_SIZE:
+        raise InvalidBatch("truncated batch header")
+    header = read_header(buf, pos)
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise InvalidBatch(f"batch length {header.batch_length} is smaller than a batch header")
+    if pos + header.size > end:
+        raise InvalidBatch(f"batch of {header.size} bytes overruns the {end - pos} bytes available")
+    if header.record_count < 0 or header.last_offset_delta < 0:
+        raise InvalidBatch("negative record count or last offset delta")
+    if header.crc != batch_crc(buf, pos, header.size):
+        raise InvalidBatch("CRC-32C mismatch")
+    return header
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) of each whole batch, without CRC checks; stops at a partial tail."""
+    end = len(buf) if end is None else end
+    unpack = HEADER.unpack_from
+    while end - pos >= HEADER_SIZE:
+        header = BatchHeader._make(unpack(buf, pos))
+        size = header.batch_length + LOG_OVERHEAD
+        if size < HEADER_SIZE or pos + size > end:
+            return
+        yield pos, header
+        pos += size
+
+
+def patch_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
+    """baseOffset is outside the CRC, so assigning offsets is an 8-byte write."""
+    _I64.pack_into(buf, pos, base_offset)
+
+
+def set_log_append_time(buf: bytearray, pos: int, now_ms: int) -> None:
+    """Stamp LogAppendTime: the timestamp-type bit and maxTimestamp, then a fresh CRC."""
+    header = read_header(buf, pos)
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_BIT)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now_ms)
+    _U32.pack_into(buf, pos + CRC_OFFSET, batch_crc(buf, pos, header.size))
+
+
+# -- varints (zigzag, as records use them) ---------------------------------------------
+
+
+def encode_varint(value: int, out: bytearray) -> None:
+    value = (value << 1) ^ (value >> 63)
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    pos += 1
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos
+    result = b & 0x7F
+    shift = 7
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise InvalidBatch("varint too long")
+
+
+# -- building ---------------------------------------------------------------------------
+
+Header = tuple[str, bytes | None]
+
+
+def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()) -> None:
+    body = bytearray(b"\x00")  # attributes
+    encode_varint(timestamp_delta, body)
+    encode_varint(offset_delta, body)
+    if key is None:
+        body.append(1)  # zigzag(-1)
+    else:
+        encode_varint(len(key), body)
+        body += key
+    if value is None:
+        body.append(1)
+    else:
+        encode_varint(len(value), body)
+        body += value
+    encode_varint(len(headers), body)
+    for hkey, hvalue in headers:
+        raw = hkey.encode()
+        encode_varint(len(raw), body)
+        body += raw
+        if hvalue is None:
+            body.append(1)
+        else:
+            encode_varint(len(hvalue), body)
+            body += hvalue
+    encode_varint(len(body), out)
+    out += body
+
+
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    attributes: int = 0,
+    partition_leader_epoch: int = 0,
+) -> bytearray:
+    """An uncompressed v2 batch of (key, value) records sharing one timestamp."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    body = bytearray()
+    for i, (key, value) in enumerate(records):
+        encode_record(body, i, 0, key, value)
+    return _assemble(body, len(records), len(records) - 1, ts, ts, base_offset, producer_id, producer_epoch, base_sequence, attributes, partition_leader_epoch)
+
+
+def build_control_batch(commit: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int = 0, *, base_offset: int = 0, timestamp_ms: int | None = None) -> bytearray:
+    """A transaction marker: key = (version 0, type 0 abort / 1 commit), value = (version 0, coordinator epoch)."""
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    key = struct.pack(">hh", 0, 1 if commit else 0)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    body = bytearray()
+    encode_record(body, 0, 0, key, value)
+    return _assemble(body, 1, 0, ts, ts, base_offset, producer_id, producer_epoch, NO_SEQUENCE, TRANSACTIONAL_BIT | CONTROL_BIT, 0)
+
+
+def _assemble(body: bytearray, count: int, last_delta: int, first_ts: int, max_ts: int, base_offset: int, pid: int, epoch: int, seq: int, attributes: int, leader_epoch: int) -> bytearray:
+    size = HEADER_SIZE + len(body)
+    out = bytearray(size)
+    HEADER.pack_into(out, 0, base_offset, size - LOG_OVERHEAD, leader_epoch, 2, 0, attributes, last_delta, first_ts, max_ts, pid, epoch, seq, count)
+    out[HEADER_SIZE:] = body
+    _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
+    return out
+
+
+# -- reading records -------------------------------------------------------------------
+
+
+class Record(NamedTuple):
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+def iter_records(batch: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[Record]:
+    """Records of one uncompressed batch at `pos` (compressed batches: decompress first)."""
+    header = read_header(batch, pos)
+    if header.compression:
+        raise InvalidBatch("batch is compressed; decompress it before iterating records")
+    yield from _iter_record_bodies(batch, pos + HEADER_SIZE, pos + header.size, header)
+
+
+def _iter_record_bodies(buf: bytes | bytearray | memoryview, p: int, end: int, header: BatchHeader) -> Iterator[Record]:
+    dv = decode_varint
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    for _ in range(header.record_count):
+        length, p = dv(buf, p)
+        rec_end = p + length
+        p += 1  # attributes
+        ts_delta, p = dv(buf, p)
+        off_delta, p = dv(buf, p)
+        klen, p = dv(buf, p)
+        if klen < 0:
+            key = None
+        else:
+            key = bytes(buf[p : p + klen])
+            p += klen
+        vlen, p = dv(buf, p)
+        if vlen < 0:
+            value = None
+        else:
+            value = bytes(buf[p : p + vlen])
+            p += vlen
+        hcount, p = dv(buf, p)
+        headers: tuple[Header, ...] = ()
+        if hcount:
+            hs = []
+            for _h in range(hcount):
+                hklen, p = dv(buf, p)
+                hkey = bytes(buf[p : p + hklen]).decode()
+                p += hklen
+                hvlen, p = dv(buf, p)
+                if hvlen < 0:
+                    hvalue = None
+                else:
+                    hvalue = bytes(buf[p : p + hvlen])
+                    p += hvlen
+                hs.append((hkey, hvalue))
+            headers = tuple(hs)
+        if p != rec_end:
+            raise InvalidBatch("record length does not match its fields")
+        if p > end:
+            raise InvalidBatch("record overruns its batch")
+        yield Record(base_offset + off_delta, base_ts + ts_delta, key, value, headers)
+
+
+def iter_key_values(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of an uncompressed batch: the coordinator's replay fast path."""
+    p = pos + HEADER_SIZE
+    base_offset = header.base_offset
+    for _ in range(header.record_count):
+        # length
+        b = buf[p]
+        if b < 0x80:
+            p += 1
+        else:
+            _, p = decode_varint(buf, p)
+        p += 1  # attributes
+        # timestamp delta (skipped)
+        while buf[p] >= 0x80:
+            p += 1
+        p += 1
+        b = buf[p]
+        if b < 0x80:
+            off_delta = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            off_delta, p = decode_varint(buf, p)
+        b = buf[p]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            klen, p = decode_varint(buf, p)
+        if klen < 0:
+            key = None
+        else:
+            key = bytes(buf[p : p + klen])
+            p += klen
+        b = buf[p]
+        if b < 0x80:
+            vlen = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            vlen, p = decode_varint(buf, p)
+        if vlen < 0:
+            value = None
+        else:
+            value = bytes(buf[p : p + vlen])
+            p += vlen
+        hcount, p = decode_varint(buf, p)
+        for _h in range(hcount):
+            hklen, p = decode_varint(buf, p)
+            p += hklen
+            hvlen, p = decode_varint(buf, p)
+            if hvlen > 0:
+                p += hvlen
+        yield base_offset + off_delta, key, value
+
+
+def control_record_type(key: bytes | None) -> int | None:
+    """0 = ABORT, 1 = COMMIT for a control record key; None if not a marker."""
+    if key is None or len(key) < 4:
+        return None
+    return struct.unpack_from(">h", key, 2)[0]
