@@ -86,7 +86,9 @@ class Config:
             help_text = f"{f.metadata['help']} [env {env}; default {f.default}]"
             if kind is _bool:
                 parser.add_argument(flag, dest=f.name, nargs="?", const=True, type=_bool, help=help_text)
-                parser.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_const", const=False, help=argparse.SUPPRESS)
+                parser.add_argument(
+                    "--no-" + f.name.replace("_", "-"), dest=f.name, action="store_const", const=False, help=argparse.SUPPRESS
+                )
             else:
                 parser.add_argument(flag, dest=f.name, type=kind, choices=f.metadata.get("choices"), help=help_text)
         parser.set_defaults(**{f.name: None for f in fields(cls)})

@@ -230,7 +230,9 @@ class KafkaConnection(asyncio.Protocol):
         else:
             body = result.encode(version=ctx.api_version)
         if self.broker.debug_requests:
-            ctx.log.debug("response", body=repr(result)[:2000] if not isinstance(result, (bytes, bytearray, memoryview, list)) else "<encoded>")
+            ctx.log.debug(
+                "response", body=repr(result)[:2000] if not isinstance(result, (bytes, bytearray, memoryview, list)) else "<encoded>"
+            )
         self.write_response(ctx.correlation_id, resp_flexible, body)
 
     def write_response(self, correlation_id: int, flexible: bool, body: Any) -> None:

@@ -50,7 +50,7 @@ def name_error(name: str | None) -> str | None:
     if name is None or name == "":
         return "Topic name is illegal, it can't be empty"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return 'Topic name cannot be "." or ".."'
     if len(name) > MAX_NAME_LENGTH:
         return f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
     if not _LEGAL.match(name):
@@ -79,7 +79,13 @@ class TopicManager:
         if self.path.exists():
             stored = read_json(self.path)
             for name, entry in stored.get("topics", {}).items():
-                topic = Topic(name, uuid.UUID(entry["id"]), int(entry["partitions"]), dict(entry.get("configs", {})), bool(entry.get("internal", False)))
+                topic = Topic(
+                    name,
+                    uuid.UUID(entry["id"]),
+                    int(entry["partitions"]),
+                    dict(entry.get("configs", {})),
+                    bool(entry.get("internal", False)),
+                )
                 self.topics[name] = topic
                 self.by_id[topic.topic_id] = topic
 

@@ -185,7 +185,9 @@ def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, i
 Header = tuple[str, bytes | None]
 
 
-def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()) -> None:
+def encode_record(
+    out: bytearray, offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()
+) -> None:
     body = bytearray(b"\x00")  # attributes
     encode_varint(timestamp_delta, body)
     encode_varint(offset_delta, body)
@@ -231,10 +233,30 @@ def build_batch(
     body = bytearray()
     for i, (key, value) in enumerate(records):
         encode_record(body, i, 0, key, value)
-    return _assemble(body, len(records), len(records) - 1, ts, ts, base_offset, producer_id, producer_epoch, base_sequence, attributes, partition_leader_epoch)
+    return _assemble(
+        body,
+        len(records),
+        len(records) - 1,
+        ts,
+        ts,
+        base_offset,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        attributes,
+        partition_leader_epoch,
+    )
 
 
-def build_control_batch(commit: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int = 0, *, base_offset: int = 0, timestamp_ms: int | None = None) -> bytearray:
+def build_control_batch(
+    commit: bool,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int | None = None,
+) -> bytearray:
     """A transaction marker: key = (version 0, type 0 abort / 1 commit), value = (version 0, coordinator epoch)."""
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     key = struct.pack(">hh", 0, 1 if commit else 0)
@@ -244,10 +266,24 @@ def build_control_batch(commit: bool, producer_id: int, producer_epoch: int, coo
     return _assemble(body, 1, 0, ts, ts, base_offset, producer_id, producer_epoch, NO_SEQUENCE, TRANSACTIONAL_BIT | CONTROL_BIT, 0)
 
 
-def _assemble(body: bytearray, count: int, last_delta: int, first_ts: int, max_ts: int, base_offset: int, pid: int, epoch: int, seq: int, attributes: int, leader_epoch: int) -> bytearray:
+def _assemble(
+    body: bytearray,
+    count: int,
+    last_delta: int,
+    first_ts: int,
+    max_ts: int,
+    base_offset: int,
+    pid: int,
+    epoch: int,
+    seq: int,
+    attributes: int,
+    leader_epoch: int,
+) -> bytearray:
     size = HEADER_SIZE + len(body)
     out = bytearray(size)
-    HEADER.pack_into(out, 0, base_offset, size - LOG_OVERHEAD, leader_epoch, 2, 0, attributes, last_delta, first_ts, max_ts, pid, epoch, seq, count)
+    HEADER.pack_into(
+        out, 0, base_offset, size - LOG_OVERHEAD, leader_epoch, 2, 0, attributes, last_delta, first_ts, max_ts, pid, epoch, seq, count
+    )
     out[HEADER_SIZE:] = body
     _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
     return out

@@ -59,7 +59,15 @@ def _error_entry(code: ErrorCode, name: str | None, topic_id: Any = None) -> Any
 
 def _error(request: Any, code: ErrorCode) -> Any:
     topics = [_error_entry(code, t.name, getattr(t, "topic_id", None)) for t in (request.topics or [])]
-    return MetadataResponse(version=request.version, throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=topics, authorized_operations=None)
+    return MetadataResponse(
+        version=request.version,
+        throttle_time_ms=0,
+        brokers=[],
+        cluster_id=None,
+        controller_id=-1,
+        topics=topics,
+        authorized_operations=None,
+    )
 
 
 @api(ApiKey.METADATA, 0, 12, error_response=_error)
@@ -95,7 +103,9 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             seen.add(ident)
             if name is None:
                 topic = topics_mgr.get_by_id(topic_id)
-                entries.append(_topic_entry(ctx, topic, include_topic_ops) if topic else _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                entries.append(
+                    _topic_entry(ctx, topic, include_topic_ops) if topic else _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
+                )
                 continue
             topic = topics_mgr.get(name)
             if topic is None:

@@ -29,7 +29,20 @@ class BrokerProcess:
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         env = dict(os.environ)
         env.update(self.env or {})
-        cmd = [sys.executable, "-m", "broker", "serve", "--port", "0", "--data-dir", self.data_dir, "--log-format", "json", "--no-metrics", *self.args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "broker",
+            "serve",
+            "--port",
+            "0",
+            "--data-dir",
+            self.data_dir,
+            "--log-format",
+            "json",
+            "--no-metrics",
+            *self.args,
+        ]
         if "--port" in self.args:
             cmd.remove("--port")
             cmd.remove("0")

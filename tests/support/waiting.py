@@ -22,7 +22,9 @@ def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: floa
         time.sleep(interval)
 
 
-async def async_wait_until(predicate: Callable[[], T | Awaitable[T]], timeout: float = 10.0, interval: float = 0.01, message: str = "condition") -> T:
+async def async_wait_until(
+    predicate: Callable[[], T | Awaitable[T]], timeout: float = 10.0, interval: float = 0.01, message: str = "condition"
+) -> T:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

@@ -25,13 +25,18 @@ def test_built_batch_is_read_back_by_kafka_python(items: list[tuple[bytes | None
 
 
 def test_kafka_python_batches_with_headers_iterate() -> None:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20
+    )
     builder.append(0, timestamp=1000, key=b"k", value=b"v", headers=[("h1", b"x"), ("h2", None)])
     builder.append(1, timestamp=1005, key=None, value=b"v2", headers=[])
     batch = bytearray(builder.build())
     header = r.validate_batch(batch)
     recs = list(r.iter_records(batch))
-    assert [(x.offset, x.timestamp, x.key, x.value, x.headers) for x in recs] == [(0, 1000, b"k", b"v", (("h1", b"x"), ("h2", None))), (1, 1005, None, b"v2", ())]
+    assert [(x.offset, x.timestamp, x.key, x.value, x.headers) for x in recs] == [
+        (0, 1000, b"k", b"v", (("h1", b"x"), ("h2", None))),
+        (1, 1005, None, b"v2", ()),
+    ]
     assert list(r.iter_key_values(batch, 0, header)) == [(0, b"k", b"v"), (1, None, b"v2")]
 
 

@@ -68,15 +68,21 @@ async def test_metadata_describes_this_node(raw: Any, broker: Broker) -> None:
 
 async def test_metadata_auto_creates_topics_when_allowed(raw: Any, broker: Broker) -> None:
     client = await raw()
-    resp = await client.request(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="fresh", topic_id=None)], allow_auto_topic_creation=True))
+    resp = await client.request(
+        MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="fresh", topic_id=None)], allow_auto_topic_creation=True)
+    )
     (topic,) = resp.topics
     assert topic.error_code == 0 and topic.name == "fresh" and topic.topic_id is not None
     assert [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) for p in topic.partitions] == [(0, 1, [1], [1])]
-    resp = await client.request(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="other", topic_id=None)], allow_auto_topic_creation=False))
+    resp = await client.request(
+        MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="other", topic_id=None)], allow_auto_topic_creation=False)
+    )
     assert resp.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 async def test_metadata_invalid_topic_name(raw: Any) -> None:
     client = await raw()
-    resp = await client.request(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name="bad/name")], allow_auto_topic_creation=True))
+    resp = await client.request(
+        MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name="bad/name")], allow_auto_topic_creation=True)
+    )
     assert resp.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
