@@ -8,15 +8,19 @@ import shutil
 import signal
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.clock import Clock
 from broker.config import Config
 from broker.connection import KafkaConnection
 from broker.datadir import DataDir
 from broker.faults import FaultInjector
 from broker.topics import TopicManager
+
+if TYPE_CHECKING:
+    from broker.coordinator.service import GroupCoordinator
 
 log = structlog.get_logger("kaflet.broker")
 
@@ -51,6 +55,8 @@ class Broker:
         self._stopped = asyncio.Event()
         self.datadir: DataDir | None = None
         self.topics: TopicManager
+        self.clock = Clock()
+        self.coordinator: GroupCoordinator | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -61,6 +67,10 @@ class Broker:
         self.started_at = time.time()
         self.datadir = DataDir(self.config.data_dir, self.config.node_id, self.config.offsets_partitions)
         self.topics = TopicManager(self.datadir.path, self.config)
+        from broker.coordinator.service import GroupCoordinator
+
+        self.coordinator = GroupCoordinator(self)
+        self.coordinator.start()
         await self._listen()
         self.accepting = True
         self._idle_task = asyncio.get_running_loop().create_task(self._close_idle_connections())
@@ -85,6 +95,8 @@ class Broker:
             self._idle_task.cancel()
         for conn in list(self.connections):
             conn.stop_reading()
+        if self.coordinator is not None:
+            await self.coordinator.stop()  # parked JoinGroup/SyncGroup get NOT_COORDINATOR (CT-6)
         in_flight = [c.in_flight for c in self.connections if c.in_flight is not None]
         if in_flight:
             await asyncio.wait(in_flight, timeout=5)

@@ -1,3 +1,15 @@
 """One module per API area; importing this package registers every handler."""
 
-from broker.apis import api_versions, metadata  # noqa: F401
+from broker.apis import (  # noqa: F401
+    api_versions,
+    find_coordinator,
+    group_admin,
+    heartbeat,
+    join_group,
+    leave_group,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    sync_group,
+)

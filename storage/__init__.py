@@ -1,0 +1,1 @@
+"""The disk, no networking: partition logs and the __consumer_offsets record formats."""
