@@ -2,6 +2,11 @@
 
 from broker.apis import (  # noqa: F401
     api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
     find_coordinator,
     group_admin,
     heartbeat,
