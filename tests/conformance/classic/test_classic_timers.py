@@ -279,6 +279,18 @@ async def test_CT_4_join_timer_is_the_largest_rebalance_timeout(env: GroupEnv) -
     assert await b.heartbeat() == UNKNOWN_MEMBER_ID
 
 
+async def test_CT_4_join_timer_is_computed_when_scheduled(env: GroupEnv) -> None:
+    """A member with a longer rebalance timeout that joins during the phase does not move the timer."""
+    a, b = await stable_group(env, "g", 2, rebalance_ms=150)
+    fa = await a.start_join()
+    c = env.member("g", "c", rebalance_ms=LONG_MS)
+    fc = await c.start_join()
+    resp = await settle(fa)  # at 150 ms, not after a minute
+    assert {m.member_id for m in resp.members} == {a.member_id, c.member_id}
+    assert (await settle(fc)).generation_id == resp.generation_id
+    assert await b.heartbeat() == UNKNOWN_MEMBER_ID
+
+
 async def test_CT_5_members_that_never_sync_are_removed(env: GroupEnv) -> None:
     """At the rebalance timeout after the join phase, members that sent no SyncGroup are removed
     (however alive) and a rebalance is prepared; members that synced stay."""

@@ -90,7 +90,7 @@ async def test_GE_1_shard_state(env: GroupEnv, case: str) -> None:
     assert join.member_id == (m.member_id if join_member_id is None else join_member_id)
 
 
-async def test_GE_2_heartbeat_while_loading_is_none(env: GroupEnv) -> None:
+async def test_GE_2_HB_3_heartbeat_while_loading_is_none(env: GroupEnv) -> None:
     m = env.member("g")
     with shard_state(env, "g", ShardState.LOADING):
         for version in range(5):

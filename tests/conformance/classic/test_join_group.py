@@ -344,6 +344,18 @@ async def test_JG_12_preparing_rebalance_updates_and_parks(env: GroupEnv) -> Non
     assert (await settle(fb)).generation_id == resp.generation_id
 
 
+async def test_JG_12_preparing_rebalance_rejoin_updates_the_session_timeout(env: GroupEnv) -> None:
+    """b rejoins with a 150 ms session (it had a long one): after the join completes, b's silence
+    expires it."""
+    a, b = await stable_group(env, "g", 2, rebalance_ms=LONG_MS, session_ms=LONG_MS)
+    fa = await a.start_join()
+    fb = await b.start_join(session_timeout_ms=150)
+    await settle(fa)
+    await settle(fb)
+    await env.wait_state("g", "PreparingRebalance")
+    assert set((await env.describe("g")).members) == {a.member_id}
+
+
 async def test_JG_12_completing_rebalance_same_metadata_returns_current_generation(env: GroupEnv) -> None:
     leader, follower = await joined_group(env, "g", 2)
     for m in (leader, follower):

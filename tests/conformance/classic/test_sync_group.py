@@ -181,3 +181,14 @@ async def test_SG_7_stable_answers_the_stored_assignment(env: GroupEnv, version:
     if version >= 5:
         assert (resp.protocol_type, resp.protocol_name) == ("consumer", "range")
     assert {m: bytes(x.member_assignment) for m, x in (await env.describe("g")).members.items()} == stored
+
+
+async def test_SG_7_sync_in_stable_leaves_the_pending_sync_set(env: GroupEnv) -> None:
+    """A follower that syncs only after the leader made the group Stable is not removed by the
+    pending-sync timer (CT-5)."""
+    leader, follower = await joined_group(env, "g", 2, rebalance_ms=150)
+    await leader.sync({follower.member_id: b"F"})
+    assert bytes((await follower.sync()).assignment) == b"F"
+    await env.elapse(450)
+    d = await env.describe("g")
+    assert (d.state, set(d.members)) == ("Stable", {leader.member_id, follower.member_id})
