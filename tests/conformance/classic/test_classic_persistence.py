@@ -8,13 +8,16 @@ in-memory stand-in forgets everything at stop and these tests fail.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
 from broker import Broker
 from tests.support.classic import (
     FENCED_INSTANCE_ID,
+    GROUP_MAX_SIZE_REACHED,
     LONG_MS,
     NONE,
     NOT_COORDINATOR,
@@ -26,17 +29,18 @@ from tests.support.classic import (
 from tests.support.groups import delete_groups
 from tests.support.raw_client import RawClient
 
-Restart = Callable[[GroupEnv, list[Member]], Awaitable[GroupEnv]]
+Restart = Callable[..., Awaitable[GroupEnv]]
 
 
 @pytest.fixture
 async def restart() -> AsyncIterator[Restart]:
-    """Stop `env`'s broker, start a new one on its data dir, and move `members` over to it."""
+    """Stop `env`'s broker, start a new one on its data dir (with config `overrides`), and move
+    `members` over to it."""
     brokers: list[Broker] = []
     clients: list[RawClient] = []
 
-    async def do(env: GroupEnv, members: list[Member]) -> GroupEnv:
-        config = env.broker.config
+    async def do(env: GroupEnv, members: list[Member], **overrides: Any) -> GroupEnv:
+        config = dataclasses.replace(env.broker.config, **overrides)
         await env.broker.stop()
         b = Broker(config)
         await b.start()
@@ -170,3 +174,20 @@ async def test_RL_4_rejoin_with_full_protocol_list_after_reload_is_a_change(env:
     await follower.start_join()
     await env.barrier()
     assert await env.state("g") == "PreparingRebalance"
+
+
+async def test_RL_6_loaded_group_over_max_size_rebalances(env: GroupEnv, restart: Restart) -> None:
+    """Reloaded with group.max.size 2, a Stable group of 3 prepares a rebalance at once; the
+    first two members to rejoin are accepted, the third is turned away (JG-4)."""
+    members = await stable_group(env, "g", 3, rebalance_ms=LONG_MS)
+    env = await restart(env, members, group_max_size=2)
+    assert await env.state("g") == "PreparingRebalance"
+    a, b, c = members
+    await a.start_join()
+    fb = await b.start_join()
+    await env.barrier()
+    rejected = await settle(await c.send_join())
+    assert (rejected.error_code, rejected.member_id) == (GROUP_MAX_SIZE_REACHED, "")
+    again = await settle(await a.send_join())  # every remaining member has joined: completes
+    assert {m.member_id for m in again.members} == {a.member_id, b.member_id}
+    assert (await settle(fb)).generation_id == again.generation_id
