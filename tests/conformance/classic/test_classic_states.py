@@ -46,8 +46,9 @@ async def test_CS_1_state_names_on_the_wire(env: GroupEnv) -> None:
     for group, state in expected.items():
         if state == "Dead":
             continue
-        filtered = await list_groups(ctl, version=4, states=[state.lower()])
-        assert [g.group_id for g in filtered.groups if g.group_id.startswith("cs1-")] == [group]
+        for spelled in (state.lower(), state.upper()):
+            filtered = await list_groups(ctl, version=4, states=[spelled])
+            assert [g.group_id for g in filtered.groups if g.group_id.startswith("cs1-")] == [group], spelled
     assert completing[0].generation == 1
 
 

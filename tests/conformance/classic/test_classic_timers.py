@@ -49,10 +49,14 @@ async def test_JG_14_zero_delay_completes_the_first_join_at_once(env: GroupEnv) 
 
 @pytest.mark.broker_config(group_initial_rebalance_delay_ms=DELAY_MS)
 async def test_JG_14_lone_member_waits_for_the_delay(env: GroupEnv) -> None:
-    """MEMBER_ID_REQUIRED is immediate; the JoinGroup that adds the member is answered after the
-    delay, even though every member has joined."""
+    """MEMBER_ID_REQUIRED is immediate (before another group's delay runs out); the JoinGroup that
+    adds the member is answered after the delay, even though every member has joined."""
+    other = env.member("other", rebalance_ms=LONG_MS)
+    f_other = await other.start_join()
     m = env.member("g", rebalance_ms=LONG_MS)
-    first = await settle(await m.send_join(""), timeout=DELAY_MS / 2000)
+    f_first = await m.send_join("")
+    assert await first_of(f_first, f_other) is f_first
+    first = await settle(f_first)
     assert first.error_code == MEMBER_ID_REQUIRED
     m.member_id = first.member_id
     f = await m.start_join()
@@ -60,6 +64,7 @@ async def test_JG_14_lone_member_waits_for_the_delay(env: GroupEnv) -> None:
     assert await env.state("g") == "PreparingRebalance"
     resp = await settle(f)
     assert (resp.error_code, resp.generation_id) == (NONE, 1)
+    await settle(f_other)
 
 
 @pytest.mark.broker_config(group_initial_rebalance_delay_ms=DELAY_MS)
