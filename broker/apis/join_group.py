@@ -72,7 +72,8 @@ def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     try:
         future = coordinator.shard_for(request.group_id).classic.join(join)
     except CoordinatorError as exc:
-        return encode(version, JoinResult(map_append_error(exc.code), member_id=member_id))
+        # Errors of the coordinator operation carry no member id (Kafka's handleOperationException).
+        return encode(version, JoinResult(map_append_error(exc.code)))
     if future.done():
         return encode(version, future.result())
     return _parked(version, future)

@@ -101,8 +101,22 @@ class ClassicRebalancer:
             record = self.shard.group_metadata_record(
                 ClassicGroup(group.group_id, 0, current_state_timestamp=group.current_state_timestamp)
             )
-            self._write_then(group, [record], lambda error: error is not None and _settle(fut, JoinResult(error)))
+
+            def done(error: ErrorCode | None) -> None:
+                if error is not None:
+                    self._forget(group)  # GE-6: the failed write takes the new group with it
+                    _settle(fut, JoinResult(error))
+
+            self._write_then(group, [record], done)
         return fut
+
+    def _forget(self, group: ClassicGroup) -> None:
+        if self.shard.groups.get(group.group_id) is group:
+            del self.shard.groups[group.group_id]
+        for member_id in [*group.members, *group.pending_members]:
+            self.timers.cancel(_heartbeat_key(group.group_id, member_id))
+        self.timers.cancel(_join_key(group.group_id))
+        self.timers.cancel(_sync_key(group.group_id))
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         """JG-4 (group.max.size)."""

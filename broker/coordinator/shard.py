@@ -101,6 +101,7 @@ class CoordinatorShard:
             raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
         batch = rec.build_batch(records, timestamp_ms=self.now_ms())
         try:
+            self.service.broker.faults.check_append(self.service.topic_name, self.partition)
             appended = self.log_.append(batch)
         except OSError as exc:
             log.error("cannot append to __consumer_offsets", partition=self.partition, error=str(exc))

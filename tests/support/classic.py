@@ -348,16 +348,11 @@ async def stable_group(
     return members
 
 
-def fail_writes(monkeypatch: Any, broker: Any, group: str) -> None:
-    """Storage fault: appends to `group`'s __consumer_offsets partition raise an I/O error.
+def fail_writes(broker: Any, group: str) -> None:
+    """Storage fault: appends to `group`'s __consumer_offsets partition fail with an I/O error.
 
     Kafka sees a failed disk as KAFKA_STORAGE_ERROR, which the coordinator maps to
-    NOT_COORDINATOR (GE-3). kaflet's request-level fault injector cannot fail a write that a
-    request triggers, so the partition log's append is replaced for the test's duration.
+    NOT_COORDINATOR (GE-3); the broker's fault injector makes the append fail that way.
     """
     shard = broker.coordinator.shard_for(group)
-
-    def append(*_: Any, **__: Any) -> Any:
-        raise OSError(5, "injected I/O error")
-
-    monkeypatch.setattr(shard.log_, "append", append)
+    broker.faults.fail_appends(shard.service.topic_name, shard.partition)

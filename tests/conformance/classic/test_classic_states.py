@@ -142,7 +142,7 @@ async def completing_sync_write_fails(env: GroupEnv, mp: Any) -> None:
     await _assert_state(env, "g", "CompletingRebalance")
     parked = await follower.start_sync()
     await env.barrier()
-    fail_writes(mp, env.broker, "g")
+    fail_writes(env.broker, "g")
     await leader.sync({leader.member_id: b"a", follower.member_id: b"b"})
     await settle(parked)
     await _assert_state(env, "g", "PreparingRebalance")

@@ -384,7 +384,7 @@ async def _ct8_assignment_write_fails(env: GroupEnv, mp: object) -> None:
     a, b = await joined_group(env, "g", 2, rebalance_ms=LONG_MS)
     fb = await b.start_sync()
     await env.barrier()
-    fail_writes(mp, env.broker, "g")
+    fail_writes(env.broker, "g")
     await a.sync({b.member_id: b"mine"})
     resp = await settle(fb)
     assert (resp.error_code, bytes(resp.assignment)) == (NOT_COORDINATOR, b"")

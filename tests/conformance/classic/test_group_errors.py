@@ -97,10 +97,10 @@ async def test_GE_2_HB_3_heartbeat_while_loading_is_none(env: GroupEnv) -> None:
             assert await m.heartbeat(member_id="anyone", generation=7, version=version) == NONE
 
 
-async def test_GE_3_storage_error_maps_to_not_coordinator(env: GroupEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_GE_3_storage_error_maps_to_not_coordinator(env: GroupEnv) -> None:
     """A failed append (a disk error, KAFKA_STORAGE_ERROR) answers NOT_COORDINATOR. Here: the
     record a JoinGroup writes for a new group (JG-3a); SG-6 and SM-3 have their own tests."""
-    fail_writes(monkeypatch, env.broker, "g")
+    fail_writes(env.broker, "g")
     resp = await settle(await env.member("g", version=3).send_join(""))
     assert (resp.error_code, resp.member_id, resp.generation_id) == (NOT_COORDINATOR, "", -1)
 
@@ -137,13 +137,13 @@ async def test_GE_5_check_order(env: GroupEnv) -> None:
         assert (await settle(await m.send_join("x", session_timeout_ms=1000))).error_code == COORDINATOR_LOAD_IN_PROGRESS
 
 
-async def test_GE_6_failed_write_reverts_its_in_memory_effects(env: GroupEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_GE_6_failed_write_reverts_its_in_memory_effects(env: GroupEnv) -> None:
     """A write operation whose records are not appended leaves no trace: the group a failed
     JoinGroup created does not exist afterwards (Kafka reverts the shard to its last snapshot)."""
-    fail_writes(monkeypatch, env.broker, "g")
+    fail_writes(env.broker, "g")
     resp = await settle(await env.member("g", version=3).send_join(""))
     assert resp.error_code == NOT_COORDINATOR
-    monkeypatch.undo()
+    env.broker.faults.clear()
     d = await env.describe("g")
     assert (d.state, d.members) == ("Dead", {})
 

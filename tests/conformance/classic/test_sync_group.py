@@ -151,19 +151,17 @@ async def test_SG_6_leader_assignment_is_distributed(env: GroupEnv, version: int
     }
 
 
-async def test_SG_6_failed_assignment_write_answers_every_parked_sync_then_rebalances(
-    env: GroupEnv, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_SG_6_failed_assignment_write_answers_every_parked_sync_then_rebalances(env: GroupEnv) -> None:
     """The storage error is mapped (GE-3: KAFKA_STORAGE_ERROR -> NOT_COORDINATOR), assignments are
     cleared and a rebalance is prepared."""
     leader, follower = await joined_group(env, "g", 2, rebalance_ms=LONG_MS)
     parked = await follower.start_sync()
     await env.barrier()
-    fail_writes(monkeypatch, env.broker, "g")
+    fail_writes(env.broker, "g")
     lead = await leader.sync({leader.member_id: b"a", follower.member_id: b"b"})
     assert_sync_error(lead, NOT_COORDINATOR)
     assert_sync_error(await settle(parked), NOT_COORDINATOR)
-    monkeypatch.undo()
+    env.broker.faults.clear()
     d = await env.describe("g")
     assert d.state == "PreparingRebalance"
     assert all(bytes(x.member_assignment) == b"" for x in d.members.values())
