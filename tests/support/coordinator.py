@@ -191,12 +191,14 @@ async def form_group(
     rebalance_timeout_ms: int = 30_000,
     sync: bool = True,
     assignments: list[bytes] | None = None,
+    member_protocols: list[list[tuple[str, bytes]]] | None = None,
 ) -> list[Member]:
     """Form a classic group of `count` members with real JoinGroup (v9) and SyncGroup (v5) exchanges.
 
     Members join one at a time; each newcomer's join starts a rebalance that every existing member
     joins again, so the group ends at generation `count` (Stable when `sync`, else
     CompletingRebalance). Each member has its own connection (a parked JoinGroup holds one).
+    `member_protocols[i]`, when given, replaces `protocols` for member i.
     """
     protocols = protocols if protocols is not None else [("range", g.subscription(topics or ["t"]))]
     observer = await connect("observer")
@@ -207,19 +209,21 @@ async def form_group(
         "session_timeout_ms": session_timeout_ms,
         "rebalance_timeout_ms": rebalance_timeout_ms,
     }
+    own: dict[str, dict[str, Any]] = {}  # member id -> its join arguments
     for i in range(count):
         client = await connect(f"member-{i}")
         instance_id = instance_ids[i] if instance_ids else None
+        mine = dict(kw, protocols=member_protocols[i]) if member_protocols else kw
         if instance_id is None:
-            first = await g.join(client, group, "", **kw)
+            first = await g.join(client, group, "", **mine)
             assert first.error_code == MEMBER_ID_REQUIRED, first
-            new_join = client.send(g.join_request(group, first.member_id, **kw))
+            new_join = client.send(g.join_request(group, first.member_id, **mine))
         else:
-            new_join = client.send(g.join_request(group, "", instance_id=instance_id, **kw))
+            new_join = client.send(g.join_request(group, "", instance_id=instance_id, **mine))
         rejoins = []
         if members:
             await wait_state(observer, group, "PreparingRebalance")
-            rejoins = [m.client.send(g.join_request(group, m.member_id, instance_id=m.instance_id, **kw)) for m in members]
+            rejoins = [m.client.send(g.join_request(group, m.member_id, instance_id=m.instance_id, **own[m.member_id])) for m in members]
         responses = await asyncio.wait_for(asyncio.gather(new_join, *rejoins), 30)
         for resp in responses:
             assert resp.error_code == NONE, resp
@@ -228,6 +232,7 @@ async def form_group(
             Member(c, r.member_id, r.generation_id, r.leader, r.protocol_name, inst)
             for (c, inst), r in zip(everyone, responses, strict=True)
         ]
+        own[responses[0].member_id] = mine
     members.sort(key=lambda m: m.client.client_id or "")
     if sync:
         protocol_name = members[0].protocol_name
