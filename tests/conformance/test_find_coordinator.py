@@ -9,6 +9,7 @@ accepts connections).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -18,16 +19,18 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from broker import Broker
 from tests.support import groups as g
 from tests.support.coordinator import (
+    COORDINATOR_LOAD_IN_PROGRESS,
     INVALID_REQUEST,
     MESSAGES,
     NONE,
     OFFSETS_TOPIC,
     create_topic,
+    groups_on_partition,
     partition_of,
     ready_client,
     serving,
 )
-from tests.support.offsets_log import OffsetKey, read_all_logs
+from tests.support.offsets_log import OffsetKey, read_all_logs, write_ballast
 from tests.support.raw_client import RawClient
 
 # (group id, jhash, p for N=50, p for N=3): the spec's vectors (section 1).
@@ -83,24 +86,25 @@ async def test_CO_3_abs_of_int_min_is_zero(make_config: Callable[..., Any]) -> N
     assert found == {"polygenelubricants": {0}}
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
-async def test_CO_4_transaction_keys_resolve_to_this_node(broker: Broker, raw: Any, version: int) -> None:
+async def _answers(client: RawClient, keys: list[str], version: int, key_type: int = 0) -> list[tuple[Any, ...]]:
+    """(key, error, message, node id, host, port) per key, whatever the version (v0-3: one request per key)."""
+    if version >= 4:
+        resp = await g.find_coordinator(client, keys, version=version, key_type=key_type)
+        return [(c.key, c.error_code, c.error_message, c.node_id, c.host, c.port) for c in resp.coordinators]
+    out = []
+    for key in keys:
+        resp = await g.find_coordinator(client, [key], version=version, key_type=key_type)
+        message = resp.error_message if version >= 1 else None
+        out.append((key, resp.error_code, message, resp.node_id, resp.host, resp.port))
+    return out
+
+
+async def test_CO_4_transaction_keys_resolve_to_this_node(broker: Broker, raw: Any) -> None:
     client = await raw()
     keys = ["txn-a", "", "polygenelubricants"]
-    if version >= 4:
-        resp = await g.find_coordinator(client, keys, version=version, key_type=1)
-        assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in resp.coordinators] == [
-            (k, NONE, broker.config.node_id, broker.advertised_host, broker.advertised_port) for k in keys
-        ]
-    else:
-        for key in keys:
-            resp = await g.find_coordinator(client, [key], version=version, key_type=1)
-            assert (resp.error_code, resp.node_id, resp.host, resp.port) == (
-                NONE,
-                broker.config.node_id,
-                broker.advertised_host,
-                broker.advertised_port,
-            )
+    node = (broker.config.node_id, broker.advertised_host, broker.advertised_port)
+    results = {v: [(a[0], a[1], *a[3:]) for a in await _answers(client, keys, v, key_type=1)] for v in range(1, 7)}
+    assert results == {v: [(k, NONE, *node) for k in keys] for v in range(1, 7)}
 
 
 async def test_CO_5_offsets_partition_count_is_fixed_per_data_dir(broker_proc: Callable[..., Any]) -> None:
@@ -122,26 +126,57 @@ async def test_CO_5_offsets_partition_count_is_fixed_per_data_dir(broker_proc: C
         await client.close()
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6])
-async def test_CO_6_answer_is_this_node_on_the_advertised_endpoint(make_config: Callable[..., Any], version: int) -> None:
+async def test_CO_6_answer_is_this_node_on_the_advertised_endpoint(make_config: Callable[..., Any]) -> None:
     config = make_config(advertised_host="kaflet.example", advertised_port=19092, node_id=7)
     async with serving(config) as served:
         client = await RawClient.connect(f"127.0.0.1:{served.broker.bound_port}")
         served.clients.append(client)
-        group = "co6-group"
-        if version >= 4:
-            resp = await g.find_coordinator(client, [group], version=version)
-            (c,) = resp.coordinators
-            assert (c.key, c.error_code, c.node_id, c.host, c.port) == (group, NONE, 7, "kaflet.example", 19092)
-        else:
-            resp = await g.find_coordinator(client, [group], version=version)
-            assert (resp.error_code, resp.node_id, resp.host, resp.port) == (NONE, 7, "kaflet.example", 19092)
+        results = {v: [(a[0], a[1], *a[3:]) for a in await _answers(client, ["co6-group"], v)] for v in range(7)}
+        assert results == {v: [("co6-group", NONE, 7, "kaflet.example", 19092)] for v in range(7)}
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
-async def test_CO_8_share_key_before_v6_is_invalid_request_v1_to_v3(broker: Broker, raw: Any, version: int) -> None:
+async def test_CO_8_share_keys_are_invalid(broker: Broker, raw: Any) -> None:
     client = await raw()
-    resp = await g.find_coordinator(client, ["share-grp"], version=version, key_type=2)
+    results = {v: await _answers(client, ["s1", "s2"], v, key_type=2) for v in range(1, 7)}
+    expected = {}
+    for v in range(1, 7):
+        # v1-3: SHARE needs v6, the whole (single-key) answer is the error with its default message.
+        # v4/v5 (SHARE needs v6) and v6 (no share coordinator): a per-key result of the lookup,
+        # whose message is null.
+        message = MESSAGES[INVALID_REQUEST] if v < 4 else None
+        expected[v] = [(k, INVALID_REQUEST, message, -1, "", -1) for k in ("s1", "s2")]
+    assert results == expected
+
+
+async def test_CO_8_unknown_key_type_fails_the_whole_request(broker: Broker, raw: Any) -> None:
+    client = await raw()
+    keys = ["k1", "", "k1"]
+    results = {}
+    for v in range(1, 7):
+        for key_type in (3, -1, 127):
+            results[(v, key_type)] = await _answers(client, keys if v >= 4 else ["k1"], v, key_type=key_type)
+    # One entry per key, each with the error and its default message (v1-3: the single answer).
+    expected = {
+        (v, kt): [(k, INVALID_REQUEST, MESSAGES[INVALID_REQUEST], -1, "", -1) for k in (keys if v >= 4 else ["k1"])] for v, kt in results
+    }
+    assert results == expected
+    # The connection keeps serving.
+    assert [a[1] for a in await _answers(client, ["k1"], 6)] == [NONE]
+
+
+async def test_CO_9_single_key_response_shape_v0_to_v3(broker: Broker, raw: Any) -> None:
+    client = await raw()
+    results = {}
+    for v in range(4):
+        resp = await client.request(FindCoordinatorRequest[v](key="group-a", key_type=0))
+        message = resp.error_message if v >= 1 else "(absent)"
+        throttle = resp.throttle_time_ms if v >= 1 else 0
+        results[v] = (resp.error_code, message, resp.node_id, resp.host, resp.port, throttle)
+    node = (broker.config.node_id, broker.advertised_host, broker.advertised_port)
+    # Kafka fills the message with Errors.NONE.message(), the enum name.
+    assert results == {v: (NONE, "NONE" if v >= 1 else "(absent)", *node, 0) for v in range(4)}
+    # Errors: NodeId -1, Host "", Port -1 and the error's default message.
+    resp = await client.request(FindCoordinatorRequest[2](key="g", key_type=9))
     assert (resp.error_code, resp.error_message, resp.node_id, resp.host, resp.port) == (
         INVALID_REQUEST,
         MESSAGES[INVALID_REQUEST],
@@ -151,65 +186,12 @@ async def test_CO_8_share_key_before_v6_is_invalid_request_v1_to_v3(broker: Brok
     )
 
 
-@pytest.mark.parametrize("version", [4, 5, 6])
-async def test_CO_8_share_keys_are_invalid_per_key_v4_plus(broker: Broker, raw: Any, version: int) -> None:
-    # v4/v5: SHARE needs v6; v6: kaflet has no share coordinator. Either way a per-key result
-    # produced by the lookup: INVALID_REQUEST with a null message and no node.
-    client = await raw()
-    resp = await g.find_coordinator(client, ["s1", "s2"], version=version, key_type=2)
-    assert [(c.key, c.error_code, c.error_message, c.node_id, c.host, c.port) for c in resp.coordinators] == [
-        ("s1", INVALID_REQUEST, None, -1, "", -1),
-        ("s2", INVALID_REQUEST, None, -1, "", -1),
-    ]
-
-
-@pytest.mark.parametrize("key_type", [3, -1, 127])
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
-async def test_CO_8_unknown_key_type_fails_the_whole_request(broker: Broker, raw: Any, version: int, key_type: int) -> None:
-    client = await raw()
-    if version >= 4:
-        resp = await g.find_coordinator(client, ["k1", "", "k1"], version=version, key_type=key_type)
-        assert [(c.key, c.error_code, c.error_message, c.node_id, c.host, c.port) for c in resp.coordinators] == [
-            (k, INVALID_REQUEST, MESSAGES[INVALID_REQUEST], -1, "", -1) for k in ["k1", "", "k1"]
-        ]
-    else:
-        resp = await g.find_coordinator(client, ["k1"], version=version, key_type=key_type)
-        assert (resp.error_code, resp.error_message, resp.node_id, resp.host, resp.port) == (
-            INVALID_REQUEST,
-            MESSAGES[INVALID_REQUEST],
-            -1,
-            "",
-            -1,
-        )
-    # The connection keeps serving.
-    ok = await g.find_coordinator(client, ["k1"], version=version, key_type=0)
-    assert (ok.coordinators[0].error_code if version >= 4 else ok.error_code) == NONE
-
-
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
-async def test_CO_9_single_key_response_shape_v0_to_v3(broker: Broker, raw: Any, version: int) -> None:
-    client = await raw()
-    req = FindCoordinatorRequest[version](key="group-a", key_type=0)
-    resp = await client.request(req)
-    assert resp.error_code == NONE
-    assert (resp.node_id, resp.host, resp.port) == (broker.config.node_id, broker.advertised_host, broker.advertised_port)
-    if version >= 1:
-        # Kafka fills the message with Errors.NONE.message(), the enum name.
-        assert resp.error_message == "NONE"
-        assert resp.throttle_time_ms == 0
-
-
-@pytest.mark.parametrize("version", [4, 5, 6])
-async def test_CO_10_batched_keys_one_entry_each_in_request_order(broker: Broker, raw: Any, version: int) -> None:
+async def test_CO_10_batched_keys_one_entry_each_in_request_order(broker: Broker, raw: Any) -> None:
     client = await raw()
     keys = ["zeta", "", "alpha", "zeta", "😀grp", "polygenelubricants"]
-    resp = await g.find_coordinator(client, keys, version=version)
     node = (broker.config.node_id, broker.advertised_host, broker.advertised_port)
-    assert [(c.key, c.error_code, c.error_message, (c.node_id, c.host, c.port)) for c in resp.coordinators] == [
-        (k, NONE, None, node) for k in keys
-    ]
-    empty = await g.find_coordinator(client, [], version=version)
-    assert empty.coordinators == []
+    results = {v: (await _answers(client, keys, v), await _answers(client, [], v)) for v in (4, 5, 6)}
+    assert results == dict.fromkeys((4, 5, 6), ([(k, NONE, None, *node) for k in keys], []))
 
 
 async def test_CO_10_empty_key_is_a_valid_group(broker: Broker, raw: Any) -> None:
@@ -223,14 +205,23 @@ async def test_CO_10_empty_key_is_a_valid_group(broker: Broker, raw: Any) -> Non
     assert await g.fetched_offsets(client, "", {"t": [0]}) == {("t", 0): 3}
 
 
-async def test_CO_9_error_shape_uses_no_node_and_default_message(broker: Broker, raw: Any) -> None:
-    # v1-3 errors: NodeId -1, Host "", Port -1 and the error's default message.
-    client = await raw()
-    resp = await client.request(FindCoordinatorRequest[2](key="g", key_type=9))
-    assert (resp.error_code, resp.error_message, resp.node_id, resp.host, resp.port) == (
-        INVALID_REQUEST,
-        MESSAGES[INVALID_REQUEST],
-        -1,
-        "",
-        -1,
-    )
+async def test_CO_6_answered_while_the_group_shard_loads(make_config: Callable[..., Any]) -> None:
+    # FindCoordinator does not check loading: never COORDINATOR_LOAD_IN_PROGRESS (needs storage).
+    (group,) = groups_on_partition(4, 5, 1, "co6-loading")
+    try:
+        async with serving(make_config()) as served:
+            create_topic(served.broker, "t")
+            await served.ready()
+            write_ballast(served.broker, 0)
+        async with serving(make_config()) as served:
+            client = await served.connect()
+            find = client.send(FindCoordinatorRequest[4](key_type=0, coordinator_keys=[group]))
+            old = client.send(FindCoordinatorRequest[3](key=group, key_type=0))
+            probe = client.send(g.DescribeGroupsRequest[5](groups=[group], include_authorized_operations=False))
+            (c,) = (await find).coordinators
+            assert (c.error_code, c.node_id) == (NONE, served.broker.config.node_id)
+            assert ((await old).error_code, (await old).node_id) == (NONE, served.broker.config.node_id)
+            # The group's shard was indeed loading.
+            assert (await probe).groups[0].error_code == COORDINATOR_LOAD_IN_PROGRESS
+    finally:
+        shutil.rmtree(make_config().data_dir, ignore_errors=True)

@@ -2,21 +2,21 @@
 
 Groups are real classic groups formed over the raw protocol. Coordinator errors per group
 (DG-2) and the contribution of a shard that is not hosted (LI-1) use a shard whose log holds an
-undecodable record, loaded at restart (they wait for storage); LI-1's loading case is in
-test_routing.py. Not covered: null group ids (DG-2, DL-2): the wire schemas make these strings
+undecodable record, loaded at restart (they wait for storage), as does LI-1's loading case (a
+shard kept LOADING by ballast in its log, see test_routing.py). Not covered: null group ids (DG-2, DL-2): the wire schemas make these strings
 non-nullable, so a null cannot be sent in a well-formed request; consumer (KIP-848) groups.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from broker import Broker
 from tests.support import groups as g
 from tests.support.coordinator import (
+    COORDINATOR_LOAD_IN_PROGRESS,
     GROUP_ID_NOT_FOUND,
     NON_EMPTY_GROUP,
     NONE,
@@ -28,9 +28,10 @@ from tests.support.coordinator import (
     listed,
     ready_client,
     serving,
+    wait_ready,
     wait_state,
 )
-from tests.support.offsets_log import GroupKey, OffsetKey, append_to_log, build_batch, read_all_logs
+from tests.support.offsets_log import GroupKey, OffsetKey, append_to_log, build_batch, read_all_logs, write_ballast
 
 CLIENT_HOST = "/127.0.0.1"  # Java InetAddress.toString() of the peer (JG-10)
 
@@ -55,85 +56,83 @@ async def _preparing(raw: Any, client: Any, group: str, **kw: Any) -> Any:
 # -- DG-1 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
-async def test_DG_1_stable_group_shows_protocol_metadata_and_assignments(broker: Broker, raw: Any, version: int) -> None:
+async def test_DG_1_stable_group_shows_protocol_metadata_and_assignments(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     sub_rr, sub_range = g.subscription(["t"], b"rr"), g.subscription(["t"], b"range")
     protocols = [("roundrobin", sub_rr), ("range", sub_range)]
     members = await form_group(raw, "dg1", 2, protocols=protocols, instance_ids=["static-0", None], assignments=[b"assign-0", b"assign-1"])
-    resp = await g.describe(client, ["dg1"], version=version)
-    (d,) = resp.groups
-    assert (d.error_code, d.group_id, d.group_state, d.protocol_type, d.protocol_data) == (NONE, "dg1", "Stable", "consumer", "roundrobin")
-    if version >= 3:
-        # Not requested: INT32_MIN on the wire, which kafka-python decodes as None (bit 31 alone).
-        assert d.authorized_operations is None
-    got = {m.member_id: m for m in d.members}
-    assert set(got) == {m.member_id for m in members}
-    for i, m in enumerate(members):
-        dm = got[m.member_id]
-        assert (dm.client_id, dm.client_host) == (f"member-{i}", CLIENT_HOST)
-        assert dm.member_metadata == sub_rr  # its metadata for the selected protocol
-        assert dm.member_assignment == m.assignment
-        if version >= 4:
-            assert dm.group_instance_id == m.instance_id
     assert sorted(m.assignment for m in members) == [b"assign-0", b"assign-1"]
+    results, expected = {}, {}
+    for v in range(6):
+        (d,) = (await g.describe(client, ["dg1"], version=v)).groups
+        # Not requested: INT32_MIN on the wire, which kafka-python decodes as None (bit 31 alone).
+        ops = d.authorized_operations if v >= 3 else None
+        got = sorted(
+            (m.member_id, m.group_instance_id if v >= 4 else None, m.client_id, m.client_host, m.member_metadata, m.member_assignment)
+            for m in d.members
+        )
+        results[v] = (d.error_code, d.group_id, d.group_state, d.protocol_type, d.protocol_data, ops, got)
+        # Each member: its metadata for the selected protocol and its assignment.
+        want = sorted(
+            (m.member_id, m.instance_id if v >= 4 else None, f"member-{i}", CLIENT_HOST, sub_rr, m.assignment)
+            for i, m in enumerate(members)
+        )
+        expected[v] = (NONE, "dg1", "Stable", "consumer", "roundrobin", None, want)
+    assert results == expected
 
 
-@pytest.mark.parametrize("version", [0, 3, 5])
-async def test_DG_1_completing_rebalance_hides_protocol_and_metadata(broker: Broker, raw: Any, version: int) -> None:
+async def test_DG_1_other_states_hide_protocol_and_metadata(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
-    (m,) = await form_group(raw, "dg1-completing", sync=False)
+    (c,) = await form_group(raw, "dg1-completing", sync=False)
     await wait_state(client, "dg1-completing", "CompletingRebalance")
-    (d,) = (await g.describe(client, ["dg1-completing"], version=version)).groups
-    assert (d.group_state, d.protocol_type, d.protocol_data) == ("CompletingRebalance", "consumer", "")
-    assert [(x.member_id, x.member_metadata, x.member_assignment) for x in d.members] == [(m.member_id, b"", b"")]
-
-
-@pytest.mark.parametrize("version", [0, 3, 5])
-async def test_DG_1_preparing_rebalance_keeps_stored_assignments(broker: Broker, raw: Any, version: int) -> None:
-    client = await _setup(broker, raw)
-    (m,) = await form_group(raw, "dg1-preparing", assignments=[b"kept"])
+    (p,) = await form_group(raw, "dg1-preparing", assignments=[b"kept"])
     await _preparing(raw, client, "dg1-preparing")
-    (d,) = (await g.describe(client, ["dg1-preparing"], version=version)).groups
-    assert (d.group_state, d.protocol_type, d.protocol_data) == ("PreparingRebalance", "consumer", "")
-    got = {x.member_id: (x.member_metadata, x.member_assignment) for x in d.members}
-    assert len(got) == 2
-    assert got[m.member_id] == (b"", b"kept")
-    (newcomer,) = [v for k, v in got.items() if k != m.member_id]
-    assert newcomer == (b"", b"")
-
-
-@pytest.mark.parametrize("version", [0, 5])
-async def test_DG_1_empty_and_simple_groups(broker: Broker, raw: Any, version: int) -> None:
-    client = await _setup(broker, raw)
-    (m,) = await form_group(raw, "dg1-empty")
-    await g.leave(m.client, "dg1-empty", [(m.member_id, None)])
+    (e,) = await form_group(raw, "dg1-empty")
+    await g.leave(e.client, "dg1-empty", [(e.member_id, None)])
     await wait_state(client, "dg1-empty", "Empty")
     assert await g.commit(client, "dg1-simple", {("t", 0): 1}) == {("t", 0): NONE}
-    got = _by_id(await g.describe(client, ["dg1-empty", "dg1-simple"], version=version))
-    assert [(x.error_code, x.group_state, x.protocol_type, x.protocol_data, x.members) for x in (got["dg1-empty"], got["dg1-simple"])] == [
-        (NONE, "Empty", "consumer", "", []),
-        (NONE, "Empty", "", "", []),
-    ]
+    names = ["dg1-completing", "dg1-preparing", "dg1-empty", "dg1-simple"]
+    results = {}
+    for v in range(6):
+        got = _by_id(await g.describe(client, names, version=v))
+        results[v] = {
+            name: (
+                d.error_code,
+                d.group_state,
+                d.protocol_type,
+                d.protocol_data,
+                sorted((m.member_id, m.member_metadata, m.member_assignment) for m in d.members),
+            )
+            for name, d in got.items()
+        }
+    newcomer = next(m.member_id for m in (await g.describe(client, ["dg1-preparing"])).groups[0].members if m.member_id != p.member_id)
+    expected = {
+        "dg1-completing": (NONE, "CompletingRebalance", "consumer", "", [(c.member_id, b"", b"")]),
+        # PreparingRebalance from Stable keeps the stored assignment; the newcomer has none.
+        "dg1-preparing": (NONE, "PreparingRebalance", "consumer", "", sorted([(p.member_id, b"", b"kept"), (newcomer, b"", b"")])),
+        "dg1-empty": (NONE, "Empty", "consumer", "", []),
+        "dg1-simple": (NONE, "Empty", "", "", []),
+    }
+    assert results == {v: expected for v in range(6)}
 
 
 # -- DG-2 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
-async def test_DG_2_unknown_group_is_dead_without_error(broker: Broker, raw: Any, version: int) -> None:
+async def test_DG_2_unknown_group_is_dead_without_error(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     assert await g.commit(client, "", {("t", 0): 1}) == {("t", 0): NONE}
-    resp = await g.describe(client, ["dg2-nobody", "", "dg2-other"], version=version)
-    got = _by_id(resp)
-    assert sorted(got) == ["", "dg2-nobody", "dg2-other"]
-    for name in ("dg2-nobody", "dg2-other"):
-        d = got[name]
-        assert (d.error_code, d.group_state, d.protocol_type, d.protocol_data, d.members) == (NONE, "Dead", "", "", [])
-        if version >= 3:
-            assert d.authorized_operations is None  # INT32_MIN, decoded by kafka-python as None
+    results = {}
+    for v in range(6):
+        got = _by_id(await g.describe(client, ["dg2-nobody", "", "dg2-other"], version=v))
+        results[v] = {
+            k: (d.error_code, d.group_state, d.protocol_type, d.protocol_data, d.members, d.authorized_operations if v >= 3 else None)
+            for k, d in got.items()
+        }
+    dead = (NONE, "Dead", "", "", [], None)  # authorized operations: INT32_MIN (decoded as None)
     # "" is looked up like any other id: it exists as a simple group.
-    assert (got[""].error_code, got[""].group_state) == (NONE, "Empty")
+    expected = {"dg2-nobody": dead, "dg2-other": dead, "": (NONE, "Empty", "", "", [], None)}
+    assert results == {v: expected for v in range(6)}
 
 
 async def _failed_shard(make_config: Callable[..., Any], bad: int, groups: list[str]) -> None:
@@ -182,20 +181,31 @@ async def test_LI_1_shard_not_hosted_contributes_nothing(make_config: Callable[.
 # -- LI-2 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
-async def test_LI_2_classic_group_fields_by_version(broker: Broker, raw: Any, version: int) -> None:
+async def test_LI_2_classic_group_fields_by_version(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     assert await g.commit(client, "li2-simple", {("t", 0): 1}) == {("t", 0): NONE}
     await form_group(raw, "li2-consumer")
     await form_group(raw, "li2-connect", protocol_type="connect", protocols=[("default", b"x")])
-    resp = await g.list_groups(client, version=version)
-    assert resp.error_code == NONE
-    got = _by_id(resp)
-    assert {k: v.protocol_type for k, v in got.items()} == {"li2-simple": "", "li2-consumer": "consumer", "li2-connect": "connect"}
-    if version >= 4:
-        assert {k: v.group_state for k, v in got.items()} == {"li2-simple": "Empty", "li2-consumer": "Stable", "li2-connect": "Stable"}
-    if version >= 5:
-        assert {v.group_type for v in got.values()} == {"classic"}
+    results = {}
+    for v in range(6):
+        resp = await g.list_groups(client, version=v)
+        results[v] = (
+            resp.error_code,
+            {x.group_id: (x.protocol_type, x.group_state if v >= 4 else None, x.group_type if v >= 5 else None) for x in resp.groups},
+        )
+    expected = {}
+    for v in range(6):
+        state = (lambda s: s) if v >= 4 else (lambda s: None)
+        kind = "classic" if v >= 5 else None
+        expected[v] = (
+            NONE,
+            {
+                "li2-simple": ("", state("Empty"), kind),
+                "li2-consumer": ("consumer", state("Stable"), kind),
+                "li2-connect": ("connect", state("Stable"), kind),
+            },
+        )
+    assert results == expected
 
 
 # -- LI-3 ------------------------------------------------------------------------------------------
@@ -208,110 +218,135 @@ async def _three_states(raw: Any, client: Any) -> None:
     await wait_state(client, "li3-completing", "CompletingRebalance")
 
 
-@pytest.mark.parametrize(
-    ("states", "expected"),
-    [
-        ([], {"li3-empty", "li3-stable", "li3-completing"}),
-        (["Stable"], {"li3-stable"}),
-        (["stable"], {"li3-stable"}),
-        (["  EMPTY  "], {"li3-empty"}),
-        (["completingrebalance", "Stable"], {"li3-stable", "li3-completing"}),
-        (["bogus"], set()),
-        (["Dead"], set()),
-    ],
-)
-async def test_LI_3_state_filter_is_trimmed_and_case_insensitive(broker: Broker, raw: Any, states: list[str], expected: set[str]) -> None:
-    client = await _setup(broker, raw)
-    await _three_states(raw, client)
-    for version in (4, 5):
-        assert set(await listed(client, version=version, states=states)) == expected
+STATE_FILTERS = [
+    ([], {"li3-empty", "li3-stable", "li3-completing"}),
+    (["Stable"], {"li3-stable"}),
+    (["stable"], {"li3-stable"}),
+    (["  EMPTY  "], {"li3-empty"}),
+    (["completingrebalance", "Stable"], {"li3-stable", "li3-completing"}),
+    (["bogus"], set()),
+    (["Dead"], set()),
+]
+
+TYPE_FILTERS = [
+    (["classic"], [], {"li3-empty", "li3-stable", "li3-completing"}),
+    (["CLASSIC"], [], {"li3-empty", "li3-stable", "li3-completing"}),
+    (["consumer"], [], set()),
+    (["share"], [], set()),
+    (["bogus"], [], set()),
+    (["Classic", "consumer"], ["Empty"], {"li3-empty"}),
+    (["consumer"], ["Stable"], set()),
+]
 
 
-@pytest.mark.parametrize(
-    ("types", "states", "expected"),
-    [
-        (["classic"], [], {"li3-empty", "li3-stable", "li3-completing"}),
-        (["CLASSIC"], [], {"li3-empty", "li3-stable", "li3-completing"}),
-        (["consumer"], [], set()),
-        (["share"], [], set()),
-        (["bogus"], [], set()),
-        (["Classic", "consumer"], ["Empty"], {"li3-empty"}),
-        (["consumer"], ["Stable"], set()),
-    ],
-)
-async def test_LI_3_type_filter_and_both_filters_must_pass(
-    broker: Broker, raw: Any, types: list[str], states: list[str], expected: set[str]
-) -> None:
+async def test_LI_3_state_filter_is_trimmed_and_case_insensitive(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     await _three_states(raw, client)
-    assert set(await listed(client, version=5, types=types, states=states)) == expected
+    results = {(v, tuple(states)): set(await listed(client, version=v, states=states)) for v in (4, 5) for states, _ in STATE_FILTERS}
+    assert results == {(v, tuple(states)): expected for v in (4, 5) for states, expected in STATE_FILTERS}
+
+
+async def test_LI_3_type_filter_and_both_filters_must_pass(broker: Broker, raw: Any) -> None:
+    client = await _setup(broker, raw)
+    await _three_states(raw, client)
+    results = {(tuple(t), tuple(s)): set(await listed(client, version=5, types=t, states=s)) for t, s, _ in TYPE_FILTERS}
+    assert results == {(tuple(t), tuple(s)): expected for t, s, expected in TYPE_FILTERS}
 
 
 # -- DL-1 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 1, 2])
-async def test_DL_1_duplicate_names_are_processed_once(broker: Broker, raw: Any, version: int) -> None:
+async def test_DL_1_duplicate_names_are_processed_once(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
-    assert await g.commit(client, "dl1", {("t", 0): 1}) == {("t", 0): NONE}
-    resp = await g.delete_groups(client, ["dl1", "dl1-absent", "dl1", "dl1-absent"], version=version)
-    assert sorted((r.group_id, r.error_code) for r in resp.results) == [("dl1", NONE), ("dl1-absent", GROUP_ID_NOT_FOUND)]
+    results = {}
+    for v in range(3):
+        assert await g.commit(client, f"dl1-v{v}", {("t", 0): 1}) == {("t", 0): NONE}
+        resp = await g.delete_groups(client, [f"dl1-v{v}", "dl1-absent", f"dl1-v{v}", "dl1-absent"], version=v)
+        results[v] = sorted((r.group_id, r.error_code) for r in resp.results)
+    assert results == {v: [("dl1-absent", GROUP_ID_NOT_FOUND), (f"dl1-v{v}", NONE)] for v in range(3)}
 
 
 # -- DL-2 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 1, 2])
-async def test_DL_2_validation(broker: Broker, raw: Any, version: int) -> None:
+async def test_DL_2_validation(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
-    assert await g.commit(client, "dl2-simple", {("t", 0): 1}) == {("t", 0): NONE}
-    (left,) = await form_group(raw, "dl2-empty")
-    await g.leave(left.client, "dl2-empty", [(left.member_id, None)])
-    await wait_state(client, "dl2-empty", "Empty")
-    await form_group(raw, "dl2-stable")
-    await form_group(raw, "dl2-completing", sync=False)
-    await wait_state(client, "dl2-completing", "CompletingRebalance")
-    await form_group(raw, "dl2-preparing")
-    await _preparing(raw, client, "dl2-preparing")
-    names = ["dl2-absent", "", "dl2-simple", "dl2-empty", "dl2-stable", "dl2-completing", "dl2-preparing"]
-    resp = await g.delete_groups(client, names, version=version)
-    assert {r.group_id: r.error_code for r in resp.results} == {
-        "dl2-absent": GROUP_ID_NOT_FOUND,
-        "": GROUP_ID_NOT_FOUND,  # "" is looked up like any id
-        "dl2-simple": NONE,
-        "dl2-empty": NONE,
-        "dl2-stable": NON_EMPTY_GROUP,
-        "dl2-completing": NON_EMPTY_GROUP,
-        "dl2-preparing": NON_EMPTY_GROUP,
+    results, expected = {}, {}
+    for v in range(3):
+        assert await g.commit(client, f"dl2-simple-v{v}", {("t", 0): 1}) == {("t", 0): NONE}
+        (left,) = await form_group(raw, f"dl2-empty-v{v}")
+        await g.leave(left.client, f"dl2-empty-v{v}", [(left.member_id, None)])
+        await wait_state(client, f"dl2-empty-v{v}", "Empty")
+        await form_group(raw, f"dl2-stable-v{v}")
+        await form_group(raw, f"dl2-completing-v{v}", sync=False)
+        await wait_state(client, f"dl2-completing-v{v}", "CompletingRebalance")
+        await form_group(raw, f"dl2-preparing-v{v}")
+        await _preparing(raw, client, f"dl2-preparing-v{v}")
+        names = ["dl2-absent", ""] + [f"dl2-{kind}-v{v}" for kind in ("simple", "empty", "stable", "completing", "preparing")]
+        resp = await g.delete_groups(client, names, version=v)
+        results[v] = {r.group_id: r.error_code for r in resp.results}
+        expected[v] = {
+            "dl2-absent": GROUP_ID_NOT_FOUND,
+            "": GROUP_ID_NOT_FOUND,  # "" is looked up like any id
+            f"dl2-simple-v{v}": NONE,
+            f"dl2-empty-v{v}": NONE,
+            f"dl2-stable-v{v}": NON_EMPTY_GROUP,
+            f"dl2-completing-v{v}": NON_EMPTY_GROUP,
+            f"dl2-preparing-v{v}": NON_EMPTY_GROUP,
+        }
+    assert results == expected
+    assert {k for k in await listed(client) if k.startswith("dl2-")} == {
+        f"dl2-{kind}-v{v}" for kind in ("stable", "completing", "preparing") for v in range(3)
     }
-    assert set(await listed(client)) == {"dl2-stable", "dl2-completing", "dl2-preparing"}
 
 
 # -- DL-3 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 1, 2])
-async def test_DL_3_offsets_then_group_are_tombstoned(broker: Broker, raw: Any, version: int) -> None:
+async def test_DL_3_offsets_then_group_are_tombstoned(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
-    (m,) = await form_group(raw, "dl3")
-    assert await g.commit(client, "dl3", {("t", 0): 5, ("t", 2): 6}, generation=m.generation, member_id=m.member_id) == {
+    for v in range(3):
+        await _delete_one(broker, raw, client, f"dl3-v{v}", v)
+
+
+async def _delete_one(broker: Broker, raw: Any, client: Any, group: str, version: int) -> None:
+    (m,) = await form_group(raw, group)
+    assert await g.commit(client, group, {("t", 0): 5, ("t", 2): 6}, generation=m.generation, member_id=m.member_id) == {
         ("t", 0): NONE,
         ("t", 2): NONE,
     }
-    await g.leave(m.client, "dl3", [(m.member_id, None)])
-    await wait_state(client, "dl3", "Empty")
-    resp = await g.delete_groups(client, ["dl3"], version=version)
-    assert [(r.group_id, r.error_code) for r in resp.results] == [("dl3", NONE)]
+    await g.leave(m.client, group, [(m.member_id, None)])
+    await wait_state(client, group, "Empty")
+    resp = await g.delete_groups(client, [group], version=version)
+    assert [(r.group_id, r.error_code) for r in resp.results] == [(group, NONE)]
     # Gone at once: no offsets, no group.
-    assert await committed(client, "dl3", {"t": [0, 1, 2]}) == {}
-    assert (await g.describe(client, ["dl3"])).groups[0].group_state == "Dead"
-    assert "dl3" not in await listed(client)
+    assert await committed(client, group, {"t": [0, 1, 2]}) == {}
+    assert (await g.describe(client, [group])).groups[0].group_state == "Dead"
+    assert group not in await listed(client)
     # The log ends with the offset tombstones, then the group tombstone.
     tail = []
     for record in read_all_logs(broker):
         key = record.decoded_key
-        if getattr(key, "group", None) == "dl3":
+        if getattr(key, "group", None) == group:
             tail.append((key, record.value))
     assert [(type(k).__name__, v) for k, v in tail[-3:]] == [("OffsetKey", None), ("OffsetKey", None), ("GroupKey", None)]
     assert {(k.topic, k.partition) for k, _ in tail[-3:-1] if isinstance(k, OffsetKey)} == {("t", 0), ("t", 2)}
     assert isinstance(tail[-1][0], GroupKey)
+
+
+async def test_LI_1_a_loading_shard_fails_the_whole_list(make_config: Callable[..., Any]) -> None:
+    (early,) = groups_on_partition(0, 5, 1, "li1-early")
+    try:
+        async with serving(make_config()) as served:
+            create_topic(served.broker, "t")
+            client = await served.ready()
+            assert await g.commit(client, early, {("t", 0): 1}) == {("t", 0): NONE}
+            write_ballast(served.broker, 1)  # partition 1 loads slowly; later ones wait for it
+        async with serving(make_config()) as served:
+            client = await served.connect()
+            resp = await g.list_groups(client)
+            assert (resp.error_code, resp.groups) == (COORDINATOR_LOAD_IN_PROGRESS, [])
+            await wait_ready(client)
+            assert early in await listed(client)
+    finally:
+        shutil.rmtree(make_config().data_dir, ignore_errors=True)

@@ -1,7 +1,9 @@
 """OffsetCommit: spec rules OC-1..OC-8 (section 4.1), over the raw protocol, v0-v9.
 
-Groups with members are real classic groups formed with JoinGroup/SyncGroup. Not covered:
-OC-4 step 1 (a Dead group is only observable while its shard unloads, CS-6).
+Groups with members are real classic groups formed with JoinGroup/SyncGroup. Each test runs
+every version it covers against one broker (one group per version) and compares
+{version: outcome} as a whole, so a failure names the versions that differ.
+Not covered: OC-4 step 1 (a Dead group is only observable while its shard unloads, CS-6).
 """
 
 from __future__ import annotations
@@ -70,137 +72,154 @@ async def test_OC_1_v0_is_served_as_v1_without_generation_or_member(broker: Brok
 # -- OC-2 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ALL_VERSIONS)
-async def test_OC_2_unknown_topics_and_partitions_never_reach_the_coordinator(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_2_unknown_topics_and_partitions_never_reach_the_coordinator(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw, {"t": 2})
     # A positive generation on an absent group would be a coordinator error (OC-3), but nothing
     # reaches the coordinator: only unknown topics and partitions are in the request.
     offsets = {("missing-topic", 0): 1, ("missing-topic", 1): 1, ("t", 2): 1, ("t", 7): 1}
-    result = await g.commit(client, "oc2", offsets, version=version, generation=5, member_id="m")
-    assert result == dict.fromkeys(offsets, UNKNOWN_TOPIC_OR_PARTITION)
+    results = {v: await g.commit(client, f"oc2-v{v}", offsets, version=v, generation=5, member_id="m") for v in ALL_VERSIONS}
+    assert results == {v: dict.fromkeys(offsets, UNKNOWN_TOPIC_OR_PARTITION) for v in ALL_VERSIONS}
     # No group was created, and the unknown topic was not auto-created.
-    assert (await describe_one(client, "oc2")).group_state == "Dead"
-    assert "oc2" not in await listed(client)
+    assert not any(name.startswith("oc2-") for name in await listed(client))
+    assert (await describe_one(client, "oc2-v9")).group_state == "Dead"
     meta = await client.request(MetadataRequest[4](topics=["missing-topic"], allow_auto_topic_creation=False))
     assert meta.topics[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
 
 
-@pytest.mark.parametrize("version", ALL_VERSIONS)
-async def test_OC_2_request_without_topics_is_answered_without_the_coordinator(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_2_request_without_topics_is_answered_without_the_coordinator(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
-    resp = await client.request(g.commit_request("oc2-empty", {}, version=version, generation=5, member_id="m"))
-    assert resp.topics == []
-    assert "oc2-empty" not in await listed(client)
+    results = {}
+    for v in ALL_VERSIONS:
+        resp = await client.request(g.commit_request(f"oc2-empty-v{v}", {}, version=v, generation=5, member_id="m"))
+        results[v] = resp.topics
+    assert results == {v: [] for v in ALL_VERSIONS}
+    assert not any(name.startswith("oc2-empty") for name in await listed(client))
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-async def test_OC_2_known_partitions_go_on_while_unknown_ones_fail(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_2_known_partitions_go_on_while_unknown_ones_fail(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw, {"t": 2})
     offsets = {("t", 0): 10, ("t", 9): 11, ("nope", 0): 12, ("t", 1): 13}
-    result = await g.commit(client, "oc2-mixed", offsets, version=version)
-    assert result == {("t", 0): NONE, ("t", 9): UNKNOWN_TOPIC_OR_PARTITION, ("nope", 0): UNKNOWN_TOPIC_OR_PARTITION, ("t", 1): NONE}
-    assert await committed(client, "oc2-mixed") == {("t", 0): 10, ("t", 1): 13}
+    results = {}
+    for v in VERSIONS:
+        results[v] = (await g.commit(client, f"oc2-mixed-v{v}", offsets, version=v), await committed(client, f"oc2-mixed-v{v}"))
+    expected = (
+        {("t", 0): NONE, ("t", 9): UNKNOWN_TOPIC_OR_PARTITION, ("nope", 0): UNKNOWN_TOPIC_OR_PARTITION, ("t", 1): NONE},
+        {("t", 0): 10, ("t", 1): 13},
+    )
+    assert results == dict.fromkeys(VERSIONS, expected)
 
 
 # -- OC-3 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ALL_VERSIONS)
-async def test_OC_3_negative_generation_creates_a_simple_group(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_3_negative_generation_creates_a_simple_group(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
-    result = await g.commit(client, "oc3-simple", {("t", 0): 7, ("t", 2): 9}, version=version, generation=-1)
-    assert result == {("t", 0): NONE, ("t", 2): NONE}
-    assert await committed(client, "oc3-simple") == {("t", 0): 7, ("t", 2): 9}
-    described = await describe_one(client, "oc3-simple")
-    assert (described.error_code, described.group_state, described.protocol_type, described.members) == (NONE, "Empty", "", [])
-    group = (await listed(client))["oc3-simple"]
-    assert (group.protocol_type, group.group_state, group.group_type) == ("", "Empty", "classic")
+    results = {}
+    for v in ALL_VERSIONS:
+        group = f"oc3-simple-v{v}"
+        result = await g.commit(client, group, {("t", 0): 7, ("t", 2): 9}, version=v, generation=-1)
+        d = await describe_one(client, group)
+        results[v] = (result, await committed(client, group), (d.error_code, d.group_state, d.protocol_type, d.members))
+    expected = ({("t", 0): NONE, ("t", 2): NONE}, {("t", 0): 7, ("t", 2): 9}, (NONE, "Empty", "", []))
+    assert results == dict.fromkeys(ALL_VERSIONS, expected)
+    groups = await listed(client)
+    assert {(x.protocol_type, x.group_state, x.group_type) for k, x in groups.items() if k.startswith("oc3-simple")} == {
+        ("", "Empty", "classic")
+    }
 
 
-@pytest.mark.parametrize("generation", [0, 1, 42])
-@pytest.mark.parametrize("version", VERSIONS)
-async def test_OC_3_generation_on_absent_group_is_rejected(broker: Broker, raw: Any, version: int, generation: int) -> None:
+async def test_OC_3_generation_on_absent_group_is_rejected(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
-    expected = GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION
-    result = await g.commit(client, "oc3-absent", {("t", 0): 1, ("t", 1): 2}, version=version, generation=generation, member_id="m")
-    assert result == {("t", 0): expected, ("t", 1): expected}
-    assert "oc3-absent" not in await listed(client)
-    assert await committed(client, "oc3-absent", {"t": [0, 1]}) == {}
+    results = {}
+    for v in VERSIONS:
+        for generation in (0, 1, 42):
+            group = f"oc3-absent-v{v}-g{generation}"
+            result = await g.commit(client, group, {("t", 0): 1, ("t", 1): 2}, version=v, generation=generation, member_id="m")
+            results[(v, generation)] = (result, await committed(client, group, {"t": [0, 1]}))
+    expected = {}
+    for v, generation in results:
+        error = GROUP_ID_NOT_FOUND if v >= 9 else ILLEGAL_GENERATION
+        expected[(v, generation)] = ({("t", 0): error, ("t", 1): error}, {})
+    assert results == expected
+    assert not any(name.startswith("oc3-absent") for name in await listed(client))
 
 
 # -- OC-4 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-async def test_OC_4_empty_group_accepts_negative_generation_whatever_the_member(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_4_empty_group_accepts_negative_generation_whatever_the_member(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     (member,) = await form_group(raw, "oc4-empty")
     assert (await g.leave(member.client, "oc4-empty", [(member.member_id, None)])).error_code == NONE
     await wait_state(client, "oc4-empty", "Empty")
-    # Step 2 precedes member validation: any member id (and instance id) is fine with gen < 0.
-    result = await g.commit(client, "oc4-empty", {("t", 0): 3}, version=version, generation=-1, member_id="stranger", instance_id="inst")
-    assert result == {("t", 0): NONE}
-    # With a generation the member is validated first, and an Empty group has no members.
-    result = await g.commit(client, "oc4-empty", {("t", 0): 4}, version=version, generation=2, member_id=member.member_id)
-    assert result == {("t", 0): UNKNOWN_MEMBER_ID}
-    assert await committed(client, "oc4-empty") == {("t", 0): 3}
+    results = {}
+    for v in VERSIONS:
+        # Step 2 precedes member validation: any member id (and instance id) is fine with gen < 0.
+        accepted = await g.commit(client, "oc4-empty", {("t", 0): v}, version=v, generation=-1, member_id="stranger", instance_id="inst")
+        # With a generation the member is validated first, and an Empty group has no members.
+        refused = await g.commit(client, "oc4-empty", {("t", 0): 100 + v}, version=v, generation=2, member_id=member.member_id)
+        results[v] = (accepted, refused, await committed(client, "oc4-empty"))
+    assert results == {v: ({("t", 0): NONE}, {("t", 0): UNKNOWN_MEMBER_ID}, {("t", 0): v}) for v in VERSIONS}
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-async def test_OC_4_stable_group_validates_member_then_generation(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_4_stable_group_validates_member_then_generation(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     (m,) = await form_group(raw, "oc4-stable")
     gen = m.generation
+    cases = {
+        "member of the generation": ({"generation": gen, "member_id": m.member_id}, NONE),
+        "unknown member": ({"generation": gen, "member_id": "unknown-member"}, UNKNOWN_MEMBER_ID),
+        "next generation": ({"generation": gen + 1, "member_id": m.member_id}, ILLEGAL_GENERATION),
+        "previous generation": ({"generation": gen - 1, "member_id": m.member_id}, ILLEGAL_GENERATION),
+        # Unknown member and wrong generation: the member check comes first.
+        "unknown member, wrong generation": ({"generation": gen + 7, "member_id": "unknown-member"}, UNKNOWN_MEMBER_ID),
+        # A member id with gen -1 is validated (member ok), then the generation mismatches.
+        "member without generation": ({"generation": -1, "member_id": m.member_id}, ILLEGAL_GENERATION),
+        # No generation, no member, no instance id on a non-empty group (step 4).
+        "neither": ({"generation": -1, "member_id": ""}, UNKNOWN_MEMBER_ID),
+    }
+    results = {}
+    for v in VERSIONS:
+        for name, (kw, _) in cases.items():
+            results[(v, name)] = (await g.commit(client, "oc4-stable", {("t", 0): 1}, version=v, **kw))[("t", 0)]
+    assert results == {(v, name): expected for v in VERSIONS for name, (_, expected) in cases.items()}
 
-    async def commit(**kw: Any) -> int:
-        result = await g.commit(client, "oc4-stable", {("t", 0): 1}, version=version, **kw)
-        return result[("t", 0)]
 
-    assert await commit(generation=gen, member_id=m.member_id) == NONE
-    assert await commit(generation=gen, member_id="unknown-member") == UNKNOWN_MEMBER_ID
-    assert await commit(generation=gen + 1, member_id=m.member_id) == ILLEGAL_GENERATION
-    assert await commit(generation=gen - 1, member_id=m.member_id) == ILLEGAL_GENERATION
-    # Unknown member and wrong generation: the member check comes first.
-    assert await commit(generation=gen + 7, member_id="unknown-member") == UNKNOWN_MEMBER_ID
-    # A member id with gen -1 is validated (member ok), then the generation mismatches.
-    assert await commit(generation=-1, member_id=m.member_id) == ILLEGAL_GENERATION
-    # No generation, no member, no instance id on a non-empty group (step 4).
-    assert await commit(generation=-1, member_id="") == UNKNOWN_MEMBER_ID
-
-
-@pytest.mark.parametrize("version", [7, 8, 9])
-async def test_OC_4_static_member_validation(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_4_static_member_validation(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     (m,) = await form_group(raw, "oc4-static", instance_ids=["instance-1"])
     gen = m.generation
+    cases = {
+        "registered": ({"generation": gen, "member_id": m.member_id, "instance_id": "instance-1"}, NONE),
+        # The instance id is registered to another member id: fenced.
+        "other member id": ({"generation": gen, "member_id": "other-member", "instance_id": "instance-1"}, FENCED_INSTANCE_ID),
+        # An instance id that is not registered: unknown member.
+        "unregistered instance": ({"generation": gen, "member_id": m.member_id, "instance_id": "instance-unknown"}, UNKNOWN_MEMBER_ID),
+        # gen -1, member "" but an instance id on a non-empty group: validated as a member (step 3).
+        "instance only": ({"generation": -1, "member_id": "", "instance_id": "instance-1"}, FENCED_INSTANCE_ID),
+    }
+    results = {}
+    for v in (7, 8, 9):
+        for name, (kw, _) in cases.items():
+            results[(v, name)] = (await g.commit(client, "oc4-static", {("t", 0): 1}, version=v, **kw))[("t", 0)]
+    assert results == {(v, name): expected for v in (7, 8, 9) for name, (_, expected) in cases.items()}
 
-    async def commit(**kw: Any) -> int:
-        return (await g.commit(client, "oc4-static", {("t", 0): 1}, version=version, **kw))[("t", 0)]
 
-    assert await commit(generation=gen, member_id=m.member_id, instance_id="instance-1") == NONE
-    # The instance id is registered to another member id: fenced.
-    assert await commit(generation=gen, member_id="other-member", instance_id="instance-1") == FENCED_INSTANCE_ID
-    # An instance id that is not registered: unknown member.
-    assert await commit(generation=gen, member_id=m.member_id, instance_id="instance-unknown") == UNKNOWN_MEMBER_ID
-    # gen -1, member "" but an instance id on a non-empty group: validated as a member (step 3).
-    assert await commit(generation=-1, member_id="", instance_id="instance-1") == FENCED_INSTANCE_ID
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-async def test_OC_4_completing_rebalance_answers_rebalance_in_progress(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_4_completing_rebalance_answers_rebalance_in_progress(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     (m,) = await form_group(raw, "oc4-completing", sync=False)
     await wait_state(client, "oc4-completing", "CompletingRebalance")
-    result = await g.commit(client, "oc4-completing", {("t", 0): 1}, version=version, generation=m.generation, member_id=m.member_id)
-    assert result == {("t", 0): REBALANCE_IN_PROGRESS}
-    # The generation is checked before the state.
-    result = await g.commit(client, "oc4-completing", {("t", 0): 1}, version=version, generation=m.generation + 1, member_id=m.member_id)
-    assert result == {("t", 0): ILLEGAL_GENERATION}
+    results = {}
+    for v in VERSIONS:
+        current = await g.commit(client, "oc4-completing", {("t", 0): 1}, version=v, generation=m.generation, member_id=m.member_id)
+        # The generation is checked before the state.
+        wrong = await g.commit(client, "oc4-completing", {("t", 0): 1}, version=v, generation=m.generation + 1, member_id=m.member_id)
+        results[v] = (current, wrong)
+    assert results == dict.fromkeys(VERSIONS, ({("t", 0): REBALANCE_IN_PROGRESS}, {("t", 0): ILLEGAL_GENERATION}))
     assert await committed(client, "oc4-completing", {"t": [0]}) == {}
 
 
-@pytest.mark.parametrize("version", [1, 5, 8, 9])
-async def test_OC_4_members_commit_while_preparing_rebalance(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_4_members_commit_while_preparing_rebalance(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     (m,) = await form_group(raw, "oc4-preparing")
     # A newcomer's join starts a rebalance; the old member has not rejoined yet.
@@ -208,9 +227,11 @@ async def test_OC_4_members_commit_while_preparing_rebalance(broker: Broker, raw
     first = await g.join(newcomer, "oc4-preparing", "", rebalance_timeout_ms=30_000)
     parked = newcomer.send(g.join_request("oc4-preparing", first.member_id, rebalance_timeout_ms=30_000))
     await wait_state(client, "oc4-preparing", "PreparingRebalance")
-    result = await g.commit(client, "oc4-preparing", {("t", 1): 8}, version=version, generation=m.generation, member_id=m.member_id)
-    assert result == {("t", 1): NONE}
-    assert await committed(client, "oc4-preparing") == {("t", 1): 8}
+    results = {}
+    for v in VERSIONS:
+        result = await g.commit(client, "oc4-preparing", {("t", 1): 8 + v}, version=v, generation=m.generation, member_id=m.member_id)
+        results[v] = (result, await committed(client, "oc4-preparing"))
+    assert results == {v: ({("t", 1): NONE}, {("t", 1): 8 + v}) for v in VERSIONS}
     assert not parked.done()
 
 
@@ -242,8 +263,7 @@ async def test_OC_5_accepted_commit_refreshes_the_member_session(make_config: Ca
 # -- OC-6 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ALL_VERSIONS)
-async def test_OC_6_metadata_length_counts_utf16_units(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_6_metadata_length_counts_utf16_units(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw, {"t": 8})
     emoji = "😀"  # outside the BMP: two UTF-16 code units, four UTF-8 bytes
     cases = {
@@ -256,16 +276,18 @@ async def test_OC_6_metadata_length_counts_utf16_units(broker: Broker, raw: Any,
         6: (None, NONE),  # null metadata is stored as ""
         7: ("", NONE),
     }
-    req = g.commit_request("oc6", {("t", p): 100 + p for p in cases}, version=version)
-    for partition in req.topics[0].partitions:
-        partition.committed_metadata = cases[partition.partition_index][0]
-    resp = await client.request(req)
-    result = {p.partition_index: p.error_code for t in resp.topics for p in t.partitions}
-    assert result == {p: expected for p, (_, expected) in cases.items()}
-    # Rejected partitions are not stored; the others are, with their metadata.
-    fetched = await fetch_group(client, "oc6", {"t": list(cases)})
-    stored = {p: (row[0], row[2]) for (_, p), row in fetched.rows.items()}
-    assert stored == {
+    results = {}
+    for v in ALL_VERSIONS:
+        group = f"oc6-v{v}"
+        req = g.commit_request(group, {("t", p): 100 + p for p in cases}, version=v)
+        for partition in req.topics[0].partitions:
+            partition.committed_metadata = cases[partition.partition_index][0]
+        resp = await client.request(req)
+        errors = {p.partition_index: p.error_code for t in resp.topics for p in t.partitions}
+        # Rejected partitions are not stored; the others are, with their metadata.
+        fetched = await fetch_group(client, group, {"t": list(cases)})
+        results[v] = (errors, {p: (row[0], row[2]) for (_, p), row in fetched.rows.items()})
+    stored = {
         0: (100, "a" * 4096),
         1: (-1, ""),
         2: (102, "é" * 4096),
@@ -275,6 +297,7 @@ async def test_OC_6_metadata_length_counts_utf16_units(broker: Broker, raw: Any,
         6: (106, ""),
         7: (107, ""),
     }
+    assert results == dict.fromkeys(ALL_VERSIONS, ({p: expected for p, (_, expected) in cases.items()}, stored))
 
 
 async def test_OC_6_limit_is_offset_metadata_max_bytes(make_config: Callable[..., Any]) -> None:
@@ -290,70 +313,79 @@ async def test_OC_6_limit_is_offset_metadata_max_bytes(make_config: Callable[...
 # -- OC-7 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ALL_VERSIONS)
-async def test_OC_7_last_write_wins_without_log_validation(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_7_last_write_wins_without_log_validation(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
-    assert await g.commit(client, "oc7", {("t", 0): 10**15}, version=version) == {("t", 0): NONE}
-    assert await committed(client, "oc7") == {("t", 0): 10**15}
-    # A lower offset replaces a higher one.
-    assert await g.commit(client, "oc7", {("t", 0): 3}, version=version, metadata="second") == {("t", 0): NONE}
-    fetched = await fetch_group(client, "oc7", {"t": [0]})
-    assert fetched.rows[("t", 0)] == (3, -1, "second", NONE)
+    results = {}
+    for v in ALL_VERSIONS:
+        group = f"oc7-v{v}"
+        first = await g.commit(client, group, {("t", 0): 10**15}, version=v)
+        high = await committed(client, group)
+        # A lower offset replaces a higher one.
+        second = await g.commit(client, group, {("t", 0): 3}, version=v, metadata="second")
+        results[v] = (first, high, second, (await fetch_group(client, group, {"t": [0]})).rows)
+    expected = ({("t", 0): NONE}, {("t", 0): 10**15}, {("t", 0): NONE}, {("t", 0): (3, -1, "second", NONE)})
+    assert results == dict.fromkeys(ALL_VERSIONS, expected)
 
 
-@pytest.mark.parametrize("version", ALL_VERSIONS)
-async def test_OC_7_stored_fields_by_version(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_7_stored_fields_by_version(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
-    before = broker.clock.now_ms()
-    req = g.commit_request("oc7-fields", {("t", 1): 77}, version=version, metadata=None, leader_epoch=9, retention_ms=60_000)
-    if version == 1:
-        req.topics[0].partitions[0].commit_timestamp = 1_234_567
-    resp = await client.request(req)
-    assert resp.topics[0].partitions[0].error_code == NONE
-    after = broker.clock.now_ms()
-    # What OffsetFetch returns: metadata null -> "", the leader epoch from v6 commits.
-    fetched = await fetch_group(client, "oc7-fields", {"t": [1]})
-    assert fetched.rows[("t", 1)] == (77, 9 if version >= 6 else -1, "", NONE)
-    # What the record holds: commit time = now (v1: the request's), expire time only for v2-4.
-    ((key, value),) = offset_records(read_all_logs(broker), "oc7-fields")
-    assert (key.topic, key.partition) == ("t", 1)
-    assert value is not None
-    assert (value.offset, value.metadata, value.leader_epoch) == (77, "", 9 if version >= 6 else -1)
-    if version == 1:
-        assert value.commit_timestamp == 1_234_567
-    else:
-        assert before <= value.commit_timestamp <= after
-    if 2 <= version <= 4:
-        assert value.expire_timestamp == value.commit_timestamp + 60_000
-    else:
-        assert value.expire_timestamp == -1
+    for v in ALL_VERSIONS:
+        group = f"oc7-fields-v{v}"
+        before = broker.clock.now_ms()
+        req = g.commit_request(group, {("t", 1): 77}, version=v, metadata=None, leader_epoch=9, retention_ms=60_000)
+        if v == 1:
+            req.topics[0].partitions[0].commit_timestamp = 1_234_567
+        resp = await client.request(req)
+        assert resp.topics[0].partitions[0].error_code == NONE, v
+        after = broker.clock.now_ms()
+        epoch = 9 if v >= 6 else -1
+        # What OffsetFetch returns: metadata null -> "", the leader epoch from v6 commits.
+        fetched = await fetch_group(client, group, {"t": [1]})
+        assert fetched.rows[("t", 1)] == (77, epoch, "", NONE), v
+        # What the record holds: commit time = now (v1: the request's), expire time only for v2-4.
+        ((key, value),) = offset_records(read_all_logs(broker), group)
+        assert value is not None, v
+        assert (key.topic, key.partition, value.offset, value.metadata, value.leader_epoch) == ("t", 1, 77, "", epoch), v
+        if v == 1:
+            assert value.commit_timestamp == 1_234_567
+        else:
+            assert before <= value.commit_timestamp <= after, v
+        assert value.expire_timestamp == (value.commit_timestamp + 60_000 if 2 <= v <= 4 else -1), v
 
 
 # -- OC-8 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-async def test_OC_8_group_error_on_every_coordinator_partition_merged_with_prefilter(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_8_group_error_on_every_coordinator_partition_merged_with_prefilter(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw, {"t": 2, "u": 1})
     offsets = {("t", 0): 1, ("ghost", 0): 1, ("t", 5): 1, ("u", 0): 1, ("t", 1): 1}
-    # Absent group with a generation: the coordinator rejects the group (OC-3) on each of its partitions.
-    group_error = GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION
-    result = await g.commit(client, "oc8", offsets, version=version, generation=3, member_id="m")
-    assert result == {
-        ("t", 0): group_error,
-        ("ghost", 0): UNKNOWN_TOPIC_OR_PARTITION,
-        ("t", 5): UNKNOWN_TOPIC_OR_PARTITION,
-        ("u", 0): group_error,
-        ("t", 1): group_error,
-    }
+    results = {v: await g.commit(client, f"oc8-v{v}", offsets, version=v, generation=3, member_id="m") for v in VERSIONS}
+    expected = {}
+    for v in VERSIONS:
+        # Absent group with a generation: the coordinator rejects the group (OC-3) on each of its partitions.
+        group_error = GROUP_ID_NOT_FOUND if v >= 9 else ILLEGAL_GENERATION
+        expected[v] = {
+            ("t", 0): group_error,
+            ("ghost", 0): UNKNOWN_TOPIC_OR_PARTITION,
+            ("t", 5): UNKNOWN_TOPIC_OR_PARTITION,
+            ("u", 0): group_error,
+            ("t", 1): group_error,
+        }
+    assert results == expected
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-async def test_OC_8_each_partition_gets_its_own_error(broker: Broker, raw: Any, version: int) -> None:
+async def test_OC_8_each_partition_gets_its_own_error(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw, {"t": 3})
-    req = g.commit_request("oc8-own", {("t", 0): 1, ("t", 1): 2, ("t", 2): 3, ("t", 4): 4}, version=version)
-    req.topics[0].partitions[1].committed_metadata = "m" * 5000
-    resp = await client.request(req)
-    result = {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
-    assert result == {("t", 0): NONE, ("t", 1): OFFSET_METADATA_TOO_LARGE, ("t", 2): NONE, ("t", 4): UNKNOWN_TOPIC_OR_PARTITION}
-    assert await committed(client, "oc8-own") == {("t", 0): 1, ("t", 2): 3}
+    results = {}
+    for v in VERSIONS:
+        group = f"oc8-own-v{v}"
+        req = g.commit_request(group, {("t", 0): 1, ("t", 1): 2, ("t", 2): 3, ("t", 4): 4}, version=v)
+        req.topics[0].partitions[1].committed_metadata = "m" * 5000
+        resp = await client.request(req)
+        errors = {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+        results[v] = (errors, await committed(client, group))
+    expected = (
+        {("t", 0): NONE, ("t", 1): OFFSET_METADATA_TOO_LARGE, ("t", 2): NONE, ("t", 4): UNKNOWN_TOPIC_OR_PARTITION},
+        {("t", 0): 1, ("t", 2): 3},
+    )
+    assert results == dict.fromkeys(VERSIONS, expected)

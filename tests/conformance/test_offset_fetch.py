@@ -28,6 +28,7 @@ from tests.support.coordinator import (
     fetch_group,
     fetched_group,
     groups_on_partition,
+    listed,
     ready_client,
     serving,
 )
@@ -82,105 +83,107 @@ async def test_OF_1_v0_is_served_like_v1(broker: Broker, raw: Any) -> None:
 # -- OF-2 / OF-3 -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ALL_VERSIONS)
-async def test_OF_2_partition_without_offset_is_minus_one_without_error(broker: Broker, raw: Any, version: int) -> None:
+async def test_OF_2_partition_without_offset_is_minus_one_without_error(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     assert await g.commit(client, "of2", {("t", 0): 5}) == {("t", 0): NONE}
     topics = {"t": [0, 1, 99], "never-created": [0, 3]}
-    fetched = await fetch_group(client, "of2", topics, version=version)
-    assert fetched.error in (None, NONE)
-    assert fetched.rows == {
+    results = {}
+    for v in ALL_VERSIONS:
+        fetched = await fetch_group(client, "of2", topics, version=v)
+        results[v] = (fetched.error in (None, NONE), fetched.rows)
+    expected = {
         ("t", 0): (5, -1, "", NONE),
         ("t", 1): NO_OFFSET,
         ("t", 99): NO_OFFSET,  # no partition-existence check
         ("never-created", 0): NO_OFFSET,  # no topic-existence check
         ("never-created", 3): NO_OFFSET,
     }
+    assert results == dict.fromkeys(ALL_VERSIONS, (True, expected))
 
 
-@pytest.mark.parametrize("version", ALL_VERSIONS)
-async def test_OF_2_deleted_group_has_no_offsets(broker: Broker, raw: Any, version: int) -> None:
+async def test_OF_2_deleted_group_has_no_offsets(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     assert await g.commit(client, "of2-deleted", {("t", 0): 5, ("u", 1): 6}) == {("t", 0): NONE, ("u", 1): NONE}
     resp = await g.delete_groups(client, ["of2-deleted"])
     assert [(r.group_id, r.error_code) for r in resp.results] == [("of2-deleted", NONE)]
-    fetched = await fetch_group(client, "of2-deleted", {"t": [0], "u": [1]}, version=version)
-    assert fetched.error in (None, NONE)
-    assert fetched.rows == {("t", 0): NO_OFFSET, ("u", 1): NO_OFFSET}
+    results = {}
+    for v in ALL_VERSIONS:
+        fetched = await fetch_group(client, "of2-deleted", {"t": [0], "u": [1]}, version=v)
+        results[v] = (fetched.error in (None, NONE), fetched.rows)
+    assert results == dict.fromkeys(ALL_VERSIONS, (True, {("t", 0): NO_OFFSET, ("u", 1): NO_OFFSET}))
 
 
-@pytest.mark.parametrize("version", ALL_VERSIONS)
-async def test_OF_3_unknown_group_explicit_partitions(broker: Broker, raw: Any, version: int) -> None:
+async def test_OF_3_unknown_group_is_not_an_error(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
-    fetched = await fetch_group(client, "of3-nobody", {"t": [0, 2], "u": [1]}, version=version)
-    assert fetched.error in (None, NONE)
-    assert fetched.rows == {("t", 0): NO_OFFSET, ("t", 2): NO_OFFSET, ("u", 1): NO_OFFSET}
-
-
-@pytest.mark.parametrize("version", list(range(2, 10)))
-async def test_OF_3_unknown_group_all_partitions_is_empty(broker: Broker, raw: Any, version: int) -> None:
-    client = await _setup(broker, raw)
-    fetched = await fetch_group(client, "of3-nobody", None, version=version)
-    assert fetched.error == NONE
-    assert fetched.rows == {}
+    explicit, everything = {}, {}
+    for v in ALL_VERSIONS:
+        fetched = await fetch_group(client, "of3-nobody", {"t": [0, 2], "u": [1]}, version=v)
+        explicit[v] = (fetched.error in (None, NONE), fetched.rows)
+        if v >= 2:  # null topics = all partitions: an empty list
+            fetched = await fetch_group(client, "of3-nobody", None, version=v)
+            everything[v] = (fetched.error, fetched.rows)
+    assert explicit == dict.fromkeys(ALL_VERSIONS, (True, {("t", 0): NO_OFFSET, ("t", 2): NO_OFFSET, ("u", 1): NO_OFFSET}))
+    assert everything == dict.fromkeys(range(2, 10), (NONE, {}))
+    assert "of3-nobody" not in await listed(client)
 
 
 # -- OF-4 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", list(range(2, 10)))
-async def test_OF_4_null_topics_returns_every_committed_partition(broker: Broker, raw: Any, version: int) -> None:
+async def test_OF_4_null_topics_returns_every_committed_partition(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     offsets = {("t", 0): 1, ("t", 2): 3, ("u", 0): 4, ("u", 1): 5}
-    req = g.commit_request("of4", offsets, leader_epoch=2, metadata="md")
-    resp = await client.request(req)
+    resp = await client.request(g.commit_request("of4", offsets, leader_epoch=2, metadata="md"))
     assert all(p.error_code == NONE for t in resp.topics for p in t.partitions)
-    raw_resp = await g.fetch(client, "of4", None, version=version)
-    fetched = fetched_group(raw_resp, version, "of4")
-    assert fetched.error == NONE
-    epoch = 2 if version >= 5 else -1
-    assert fetched.rows == {tp: (o, epoch, "md", NONE) for tp, o in offsets.items()}
-    # Grouped by topic: each topic appears once.
-    topics = raw_resp.groups[0].topics if version >= 8 else raw_resp.topics
-    assert sorted(t.name for t in topics) == ["t", "u"]
+    results = {}
+    for v in range(2, 10):
+        raw_resp = await g.fetch(client, "of4", None, version=v)
+        fetched = fetched_group(raw_resp, v, "of4")
+        # Grouped by topic: each topic appears once.
+        topics = raw_resp.groups[0].topics if v >= 8 else raw_resp.topics
+        results[v] = (fetched.error, fetched.rows, sorted(t.name for t in topics))
+    expected = {v: (NONE, {tp: (o, 2 if v >= 5 else -1, "md", NONE) for tp, o in offsets.items()}, ["t", "u"]) for v in range(2, 10)}
+    assert results == expected
 
 
 # -- OF-5 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [7, 8, 9])
-async def test_OF_5_require_stable_without_pending_offsets_returns_committed(broker: Broker, raw: Any, version: int) -> None:
+async def test_OF_5_require_stable_without_pending_offsets_returns_committed(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     assert await g.commit(client, "of5", {("t", 1): 12}) == {("t", 1): NONE}
-    for topics in ({"t": [0, 1]}, None):
-        fetched = await fetch_group(client, "of5", topics, version=version, require_stable=True)
-        assert fetched.error == NONE
-        expected = {("t", 1): (12, -1, "", NONE)}
-        if topics is not None:
-            expected[("t", 0)] = NO_OFFSET
-        assert fetched.rows == expected
+    results = {}
+    for v in (7, 8, 9):
+        explicit = await fetch_group(client, "of5", {"t": [0, 1]}, version=v, require_stable=True)
+        everything = await fetch_group(client, "of5", None, version=v, require_stable=True)
+        results[v] = (explicit.error, explicit.rows, everything.error, everything.rows)
+    committed_row = {("t", 1): (12, -1, "", NONE)}
+    assert results == dict.fromkeys((7, 8, 9), (NONE, {("t", 0): NO_OFFSET, **committed_row}, NONE, committed_row))
 
 
 # -- OF-6 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [8, 9])
-async def test_OF_6_each_group_answered_independently(broker: Broker, raw: Any, version: int) -> None:
+async def test_OF_6_each_group_answered_independently(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     assert await g.commit(client, "of6-a", {("t", 0): 1, ("u", 1): 2}) == {("t", 0): NONE, ("u", 1): NONE}
     assert await g.commit(client, "", {("t", 2): 3}) == {("t", 2): NONE}
-    req = _multi_fetch([("of6-a", {"t": [0, 1]}), ("of6-unknown", {"u": [0]}), ("", None), ("of6-a", None)], version)
-    resp = await client.request(req)
-    assert [x.group_id for x in resp.groups] == ["of6-a", "of6-unknown", "", "of6-a"]
-    assert [x.error_code for x in resp.groups] == [NONE] * 4
 
     def rows(x: Any) -> dict[tuple[str, int], int]:
         return {(t.name, p.partition_index): p.committed_offset for t in x.topics for p in t.partitions}
 
-    assert rows(resp.groups[0]) == {("t", 0): 1, ("t", 1): -1}
-    assert rows(resp.groups[1]) == {("u", 0): -1}
-    assert rows(resp.groups[2]) == {("t", 2): 3}
-    assert rows(resp.groups[3]) == {("t", 0): 1, ("u", 1): 2}
+    results = {}
+    for v in (8, 9):
+        req = _multi_fetch([("of6-a", {"t": [0, 1]}), ("of6-unknown", {"u": [0]}), ("", None), ("of6-a", None)], v)
+        resp = await client.request(req)
+        results[v] = [(x.group_id, x.error_code, rows(x)) for x in resp.groups]
+    expected = [
+        ("of6-a", NONE, {("t", 0): 1, ("t", 1): -1}),
+        ("of6-unknown", NONE, {("u", 0): -1}),
+        ("", NONE, {("t", 2): 3}),
+        ("of6-a", NONE, {("t", 0): 1, ("u", 1): 2}),
+    ]
+    assert results == dict.fromkeys((8, 9), expected)
 
 
 def _corrupt_record() -> bytearray:
@@ -198,41 +201,44 @@ async def _broker_with_failed_shard(make_config: Callable[..., Any], bad: int, c
         append_to_log(served.broker, bad, _corrupt_record())
 
 
-@pytest.mark.parametrize("version", [8, 9])
-async def test_OF_6_group_on_a_shard_not_hosted_gets_not_coordinator(make_config: Callable[..., Any], version: int) -> None:
+async def test_OF_6_group_on_a_shard_not_hosted_gets_not_coordinator(make_config: Callable[..., Any]) -> None:
     (lost,) = groups_on_partition(3, 5, 1, "of6-lost")
     (fine,) = groups_on_partition(1, 5, 1, "of6-fine")
     await _broker_with_failed_shard(make_config, 3, {lost: {("t", 0): 5}, fine: {("t", 0): 6}})
     async with serving(make_config()) as served:
         client = await served.ready()
-        resp = await client.request(_multi_fetch([(lost, {"t": [0]}), (fine, {"t": [0]}), (lost, None)], version))
-        assert [(x.group_id, x.error_code) for x in resp.groups] == [(lost, NOT_COORDINATOR), (fine, NONE), (lost, NOT_COORDINATOR)]
-        assert resp.groups[0].topics == [] and resp.groups[2].topics == []
-        assert {(t.name, p.partition_index): p.committed_offset for t in resp.groups[1].topics for p in t.partitions} == {("t", 0): 6}
+        results = {}
+        for v in (8, 9):
+            resp = await client.request(_multi_fetch([(lost, {"t": [0]}), (fine, {"t": [0]}), (lost, None)], v))
+            results[v] = [
+                (x.group_id, x.error_code, {(t.name, p.partition_index): p.committed_offset for t in x.topics for p in t.partitions})
+                for x in resp.groups
+            ]
+        expected = [(lost, NOT_COORDINATOR, {}), (fine, NONE, {("t", 0): 6}), (lost, NOT_COORDINATOR, {})]
+        assert results == dict.fromkeys((8, 9), expected)
 
 
 # -- OF-7 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ALL_VERSIONS)
-async def test_OF_7_group_error_placement_by_version(make_config: Callable[..., Any], version: int) -> None:
+async def test_OF_7_group_error_placement_by_version(make_config: Callable[..., Any]) -> None:
     (lost,) = groups_on_partition(2, 5, 1, "of7-lost")
     await _broker_with_failed_shard(make_config, 2, {lost: {("t", 0): 5}})
     async with serving(make_config()) as served:
         client = await served.ready()
-        resp = await g.fetch(client, lost, {"t": [0, 1]}, version=version)
-        fetched = fetched_group(resp, version, lost)
-        if version >= 8:
-            assert (fetched.error, fetched.rows) == (NOT_COORDINATOR, {})
-        elif version >= 2:
-            # Top-level ErrorCode; the failed group result carries no partitions.
-            assert (fetched.error, fetched.rows) == (NOT_COORDINATOR, {})
-        else:
-            # v0-1 have no top-level code. The spec RECOMMENDS the legacy shape (the error on
-            # every requested partition, offset -1, metadata ""); Kafka at the pinned commit
-            # returns no partitions at all. Both are accepted; any other answer is not.
-            legacy = {("t", 0): (-1, -1, "", NOT_COORDINATOR), ("t", 1): (-1, -1, "", NOT_COORDINATOR)}
-            assert fetched.rows in (legacy, {}), fetched
+        results = {}
+        for v in ALL_VERSIONS:
+            fetched = fetched_group(await g.fetch(client, lost, {"t": [0, 1]}, version=v), v, lost)
+            results[v] = (fetched.error, fetched.rows)
+        legacy = {("t", 0): (-1, -1, "", NOT_COORDINATOR), ("t", 1): (-1, -1, "", NOT_COORDINATOR)}
+        # v8+: the group's ErrorCode; v2-7: the top-level ErrorCode; the failed group result
+        # carries no partitions.
+        assert {v: r for v, r in results.items() if v >= 2} == {v: (NOT_COORDINATOR, {}) for v in range(2, 10)}
+        # v0-1 have no top-level code. The spec RECOMMENDS the legacy shape (the error on every
+        # requested partition, offset -1, metadata ""); Kafka at the pinned commit returns no
+        # partitions at all. Both are accepted; any other answer is not.
+        for v in (0, 1):
+            assert results[v] in ((None, legacy), (None, {})), (v, results[v])
 
 
 # -- OF-8 ------------------------------------------------------------------------------------------

@@ -2,10 +2,9 @@
 
 Shard states are produced for real, across an in-process restart on the same data dir (these
 tests need the partition log on disk, so they wait for storage):
-- LOADING: `__consumer_offsets` partition 0 carries ~96 MB of ballast (32 KB records of one key)
-  appended to the log before the restart. Shards load in partition order and the loader yields
-  every few MB, so requests sent on connect reach a shard of partition 4 while it is LOADING.
-  Every response is checked, and after the load the same group serves normally.
+- LOADING: `__consumer_offsets` partition 0 carries ~96 MB of ballast (offsets_log.write_ballast)
+  appended to the log before the restart, so requests sent on connect reach a shard of partition
+  4 while it is LOADING. Every response is checked, and after the load the group serves normally.
 - not hosted: partition 0 gets a record whose key cannot be decoded; its load fails (RL-2),
   so its groups are on a shard this broker does not host (NOT_COORDINATOR).
 Not covered: GE-1's "service not started" (COORDINATOR_NOT_AVAILABLE: the coordinator is active
@@ -44,11 +43,8 @@ from tests.support.coordinator import (
     serving,
     wait_ready,
 )
-from tests.support.offsets_log import append_to_log, build_batch, offset_key, offset_value
+from tests.support.offsets_log import append_to_log, build_batch, write_ballast
 from tests.support.raw_client import RawClient
-
-BALLAST_BATCHES = 96  # of ~1 MB each
-BALLAST_RECORDS = 32  # per batch, each with 32000 bytes of metadata (a string's int16 length caps it)
 
 
 @pytest.fixture
@@ -69,11 +65,7 @@ async def _prepare(make_config: Callable[..., Any], subjects: list[str], extra: 
 
 
 def _ballast(broker: Any) -> None:
-    (ballast_group,) = groups_on_partition(0, 5, 1, "ballast")
-    record = (offset_key(ballast_group, "t", 1), offset_value(1, "x" * 32_000))
-    batch = build_batch([record] * BALLAST_RECORDS)
-    for _ in range(BALLAST_BATCHES):
-        append_to_log(broker, 0, bytearray(batch))
+    write_ballast(broker, 0)
 
 
 def _corrupt(broker: Any) -> None:
@@ -240,37 +232,26 @@ async def test_GE_3_records_too_large_for_a_batch_map_to_unknown_server_error(ma
 # -- GE-4 ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 4, 9])
-async def test_GE_4_empty_group_id_is_invalid_for_join(broker: Any, raw: Any, version: int) -> None:
+async def test_GE_4_empty_group_id_is_invalid_for_classic_group_apis(broker: Any, raw: Any) -> None:
     client = await raw()
     await wait_ready(client)
-    resp = await g.join(client, "", "some-member", version=version)
-    assert (resp.error_code, resp.member_id) == (INVALID_GROUP_ID, "some-member")
-
-
-@pytest.mark.parametrize("version", [0, 3, 5])
-async def test_GE_4_empty_group_id_is_invalid_for_sync(broker: Any, raw: Any, version: int) -> None:
-    client = await raw()
-    await wait_ready(client)
-    resp = await g.sync(client, "", "m", 1, version=version)
-    assert (resp.error_code, resp.assignment) == (INVALID_GROUP_ID, b"")
-
-
-@pytest.mark.parametrize("version", [0, 3, 4])
-async def test_GE_4_empty_group_id_is_invalid_for_heartbeat(broker: Any, raw: Any, version: int) -> None:
-    client = await raw()
-    await wait_ready(client)
-    assert (await g.heartbeat(client, "", "m", 1, version=version)).error_code == INVALID_GROUP_ID
-
-
-@pytest.mark.parametrize("version", [0, 2, 3, 5])
-async def test_GE_4_empty_group_id_is_invalid_for_leave(broker: Any, raw: Any, version: int) -> None:
-    client = await raw()
-    await wait_ready(client)
-    resp = await g.leave(client, "", [("m", None)], version=version)
-    assert resp.error_code == INVALID_GROUP_ID
-    if version >= 3:
-        assert resp.members == []
+    results, expected = {}, {}
+    for v in range(10):
+        resp = await g.join(client, "", "some-member", version=v)
+        results[("join", v)] = (resp.error_code, resp.member_id)
+        expected[("join", v)] = (INVALID_GROUP_ID, "some-member")
+    for v in range(6):
+        resp = await g.sync(client, "", "m", 1, version=v)
+        results[("sync", v)] = (resp.error_code, resp.assignment)
+        expected[("sync", v)] = (INVALID_GROUP_ID, b"")
+    for v in range(5):
+        results[("heartbeat", v)] = (await g.heartbeat(client, "", "m", 1, version=v)).error_code
+        expected[("heartbeat", v)] = INVALID_GROUP_ID
+    for v in range(6):
+        resp = await g.leave(client, "", [("m", None)], version=v)
+        results[("leave", v)] = (resp.error_code, resp.members if v >= 3 else [])
+        expected[("leave", v)] = (INVALID_GROUP_ID, [])
+    assert results == expected
 
 
 async def test_GE_4_empty_group_id_is_invalid_for_offset_delete(broker: Any, raw: Any) -> None:

@@ -327,8 +327,11 @@ def build_batch(
     producer_epoch: int = -1,
     transactional: bool = False,
     control: bool = False,
+    base_sequence: int | None = None,
 ) -> bytearray:
     """A v2 record batch (uncompressed) as Kafka frames it, CRC-32C included."""
+    if base_sequence is None:
+        base_sequence = 0 if producer_id != -1 and not control else -1
     attributes = (0x10 if transactional else 0) | (0x20 if control else 0)
     body = struct.pack(
         ">hiqqqhii",
@@ -338,7 +341,7 @@ def build_batch(
         timestamp,
         producer_id,
         producer_epoch,
-        -1 if producer_id == -1 else 0,
+        base_sequence,
         len(records),
     ) + b"".join(_record(i, k, v) for i, (k, v) in enumerate(records))
     crc = calc_crc32c(body)
@@ -358,3 +361,20 @@ def append_to_log(broker: Any, partition: int, batch: bytearray) -> None:
     log = broker.logs.get(OFFSETS_TOPIC, partition)
     assert log is not None, f"no log for {OFFSETS_TOPIC}-{partition}"
     log.append(batch)
+
+
+BALLAST_BATCHES = 96  # of ~1 MB each
+BALLAST_RECORDS = 32  # per batch, each with 32000 bytes of metadata (an int16-length string caps it)
+
+
+def write_ballast(broker: Any, partition: int) -> None:
+    """~96 MB of offset records (one key) in `partition`: its shard takes a while to load.
+
+    Shards load in partition order and the loader yields to the event loop every few MB, so after
+    a restart a shard of a later partition stays LOADING for many loop turns: requests sent right
+    after connecting reach it while it loads (about 32 MB sufficed on the storage branch).
+    """
+    record = (offset_key("ballast", "t", 1), offset_value(1, "x" * 32_000))
+    batch = build_batch([record] * BALLAST_RECORDS)
+    for _ in range(BALLAST_BATCHES):
+        append_to_log(broker, partition, bytearray(batch))
