@@ -316,7 +316,9 @@ async def test_RL_6_member_sessions_are_armed_after_load(make_config: Callable[.
     await _first_life(make_config, body, group_min_session_timeout_ms=100)
     async with serving(make_config(group_min_session_timeout_ms=100)) as served:
         client = await served.ready()
-        # Nobody heartbeats: the member's session expires and the group rebalances to Empty.
+        # The group was loaded (Stable with its member, or already on its way out)...
+        assert (await describe_one(client, "rl6-session")).group_state in ("Stable", "PreparingRebalance", "Empty")
+        # ...nobody heartbeats: the member's session expires and the group rebalances to Empty.
         await wait_state(client, "rl6-session", "Empty")
 
 
@@ -392,7 +394,7 @@ async def test_RC_2_replay_of_the_compacted_log_equals_replay_of_the_full_log(ma
         async def compacted() -> bool:
             return len(read_log(served.broker, 2)) < written // 2
 
-        await async_wait_until(compacted, timeout=20, message="__consumer_offsets to be compacted")
+        await async_wait_until(compacted, timeout=10, message="__consumer_offsets to be compacted")
         snapshot.update(await _snapshot(client, groups))
         snapshot["member"] = (m.member_id, m.generation)
 
