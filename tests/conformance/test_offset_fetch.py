@@ -4,8 +4,8 @@ Group-level coordinator errors (OF-6, OF-7) are produced with a shard that faile
 record that cannot be deserialized is appended to its `__consumer_offsets` partition and the
 broker restarts (RL-2: such a record fails the load; GE-1: the shard is then not hosted).
 Those tests need the partition log on disk across restarts (storage).
-Not covered: OF-5's UNSTABLE_OFFSET_COMMIT branch (no TxnOffsetCommit yet, so no pending
-offsets can exist) and OF-9 (no authorizer).
+OF-5's pending offsets are put in the log as Kafka writes them (a transactional batch) and
+loaded at restart (storage). Not covered: OF-9 (no authorizer).
 """
 
 from __future__ import annotations
@@ -29,14 +29,16 @@ from tests.support.coordinator import (
     fetched_group,
     groups_on_partition,
     listed,
+    partition_of,
     ready_client,
     serving,
 )
-from tests.support.offsets_log import append_to_log, build_batch
+from tests.support.offsets_log import append_to_log, build_batch, offset_key, offset_value
 
 VERSIONS = list(range(1, 10))
 ALL_VERSIONS = list(range(0, 10))
 NO_OFFSET = (-1, -1, "", NONE)
+UNSTABLE_OFFSET_COMMIT = 88
 
 
 async def _setup(broker: Broker, raw: Any) -> Any:
@@ -253,3 +255,38 @@ async def test_OF_8_classic_groups_ignore_member_fields_on_fetch(broker: Broker,
         for x in resp.groups:
             assert [(p.partition_index, p.committed_offset) for t in x.topics for p in t.partitions] == [(0, 21)]
     assert await committed(client, "of8") == {("t", 0): 21}
+
+
+async def test_OF_5_pending_transactional_offsets_are_unstable(make_config: Callable[..., Any]) -> None:
+    # No TxnOffsetCommit yet: a pending transactional offset (TX-4) is put in the log as Kafka
+    # writes it (a transactional batch without its marker) and loaded at restart (storage).
+    async with serving(make_config()) as served:
+        create_topic(served.broker, "t", 3)
+        client = await served.ready()
+        assert await g.commit(client, "of5-pending", {("t", 0): 5, ("t", 1): 6}) == {("t", 0): NONE, ("t", 1): NONE}
+        batch = build_batch(
+            [
+                (offset_key("of5-pending", "t", 0), offset_value(50, "txn", 1)),
+                (offset_key("of5-pending", "t", 2), offset_value(70, "txn", 1)),
+            ],
+            producer_id=9001,
+            producer_epoch=0,
+            transactional=True,
+        )
+        append_to_log(served.broker, partition_of("of5-pending", 5), batch)
+    async with serving(make_config()) as served:
+        client = await served.ready()
+        unstable = (-1, -1, "", UNSTABLE_OFFSET_COMMIT)
+        results = {}
+        for v in (7, 8, 9):
+            results[(v, "stable")] = (await fetch_group(client, "of5-pending", {"t": [0, 1, 2]}, version=v, require_stable=True)).rows
+            results[(v, "plain")] = (await fetch_group(client, "of5-pending", {"t": [0, 1, 2]}, version=v)).rows
+            # All partitions: only committed ones are returned, and t-0 has a pending offset too.
+            results[(v, "all")] = (await fetch_group(client, "of5-pending", None, version=v, require_stable=True)).rows
+        expected = {}
+        for v in (7, 8, 9):
+            expected[(v, "stable")] = {("t", 0): unstable, ("t", 1): (6, -1, "", NONE), ("t", 2): unstable}
+            # Without RequireStable the last committed value is returned; pending ones are ignored.
+            expected[(v, "plain")] = {("t", 0): (5, -1, "", NONE), ("t", 1): (6, -1, "", NONE), ("t", 2): NO_OFFSET}
+            expected[(v, "all")] = {("t", 0): unstable, ("t", 1): (6, -1, "", NONE)}
+        assert results == expected
