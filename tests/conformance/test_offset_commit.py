@@ -243,12 +243,12 @@ async def test_OC_5_accepted_commit_refreshes_the_member_session(make_config: Ca
     async with serving(config) as served:
         create_topic(served.broker, "t")
         client = await served.ready()
-        session_ms = 800
+        session_ms = 1200
         (committer,) = await form_group(served.connect, "oc5-committer", session_timeout_ms=session_ms)
         await form_group(served.connect, "oc5-idle", session_timeout_ms=session_ms)
-        # Neither member heartbeats; one commits every 100 ms for three session timeouts.
+        # Neither member heartbeats; one commits every 100 ms for two session timeouts.
         loop = asyncio.get_running_loop()
-        until = loop.time() + 3 * session_ms / 1000
+        until = loop.time() + 2 * session_ms / 1000
         while loop.time() < until:
             result = await g.commit(client, "oc5-committer", {("t", 0): 1}, generation=committer.generation, member_id=committer.member_id)
             assert result == {("t", 0): NONE}
