@@ -165,6 +165,17 @@ def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_ti
     return _H.pack(3) + _QI.pack(offset, leader_epoch) + meta + _Q.pack(commit_timestamp)
 
 
+def check_offset_commit_value(value: bytes) -> None:
+    """Raise RecordFormatError unless `value` is a well-formed OffsetCommitValue (RL-2: a record
+    that does not deserialize fails the load). Version 3, what Kafka and kaflet write, is checked
+    by its lengths alone; other versions are parsed."""
+    if len(value) >= 16 and value[0] == 0 and value[1] == 3:
+        if len(value) == 24 + ((value[14] << 8) | value[15]) and value[14] < 0x80:
+            return
+        raise RecordFormatError("bad OffsetCommitValue v3 length")
+    parse_offset_commit_value(value)
+
+
 def parse_offset_commit_value(value: bytes) -> OffsetValue:
     try:
         version = _H.unpack_from(value, 0)[0]

@@ -39,8 +39,12 @@ def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
     if key_type == SHARE:
         return ErrorCode.INVALID_REQUEST  # no share coordinator (and SHARE needs v6: CO-8)
     coordinator = getattr(ctx.broker, "coordinator", None)
-    if key_type == GROUP and (coordinator is None or not coordinator.active):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if key_type == GROUP:
+        if coordinator is None or not coordinator.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # CO-12
+        if coordinator.topic_missing:
+            coordinator.recreate_topic()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # CO-7
     return ErrorCode.NONE
 
 

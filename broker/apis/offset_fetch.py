@@ -25,14 +25,16 @@ _Partitions = _Topics.OffsetFetchResponsePartitions
 Rows = list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]
 
 
-def _fetch_group(ctx: RequestContext, group_id: str | None, topics: list[tuple[str, list[int]]] | None) -> tuple[ErrorCode, Rows]:
+def _fetch_group(
+    ctx: RequestContext, group_id: str | None, topics: list[tuple[str, list[int]]] | None, require_stable: bool
+) -> tuple[ErrorCode, Rows]:
     if group_id is None:
         return ErrorCode.INVALID_GROUP_ID, []
     try:
         shard = ctx.broker.coordinator.shard_for(group_id)
     except CoordinatorError as exc:
         return exc.code, []
-    return ErrorCode.NONE, shard.fetch_offsets(group_id, topics)
+    return ErrorCode.NONE, shard.fetch_offsets(group_id, topics, require_stable)
 
 
 def _requested(topics: Any) -> list[tuple[str, list[int]]] | None:
@@ -70,7 +72,7 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     if version >= 8:
         groups = []
         for g in request.groups:
-            error, rows = _fetch_group(ctx, g.group_id, _requested(g.topics))
+            error, rows = _fetch_group(ctx, g.group_id, _requested(g.topics), request.require_stable)
             topics = [
                 _Topics(
                     name=name,
@@ -84,7 +86,7 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
             groups.append(_Group(group_id=g.group_id, topics=topics if error is ErrorCode.NONE else [], error_code=error))
         return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)
     requested = _requested(request.topics) if version >= 2 else _requested(request.topics or [])
-    error, rows = _fetch_group(ctx, request.group_id, requested)
+    error, rows = _fetch_group(ctx, request.group_id, requested, version >= 7 and request.require_stable)
     if error is not ErrorCode.NONE:
         if version >= 2:
             return _old_response(version, error, [])

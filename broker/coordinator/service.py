@@ -61,6 +61,13 @@ class GroupCoordinator:
 
     def start(self) -> None:
         """Create `__consumer_offsets` if needed (RC-1) and begin loading every shard."""
+        self.broker.topics.on_deleted.append(self._on_topic_deleted)
+        self.active = True
+        self._create_shards()
+
+    def _create_shards(self) -> None:
+        from broker.topic_configs import effective_configs
+
         topics = self.broker.topics
         topic = topics.get(OFFSETS_TOPIC)
         if topic is None:
@@ -77,10 +84,20 @@ class GroupCoordinator:
             )
         elif topic.partitions != self.num_partitions:
             raise RuntimeError(f"{OFFSETS_TOPIC} has {topic.partitions} partitions but --offsets-partitions is {self.num_partitions}")
+        self.max_batch_bytes = int(effective_configs(topic, self.config)["max.message.bytes"])
         self.shards = [CoordinatorShard(self, p) for p in range(self.num_partitions)]
-        topics.on_deleted.append(self._on_topic_deleted)
-        self.active = True
+        self.loaded.clear()
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
+
+    @property
+    def topic_missing(self) -> bool:
+        return self.broker.topics.get(OFFSETS_TOPIC) is None
+
+    def recreate_topic(self) -> None:
+        """CO-7: a FindCoordinator that finds `__consumer_offsets` deleted creates it again (empty)."""
+        if self.active and self.topic_missing:
+            log.warning("re-creating deleted __consumer_offsets; every group starts empty")
+            self._create_shards()
 
     async def _load_all(self) -> None:
         started = time.monotonic()
@@ -141,6 +158,13 @@ class GroupCoordinator:
     # -- topic events ---------------------------------------------------------------------
 
     def _on_topic_deleted(self, topic: Topic) -> None:
+        if topic.name == OFFSETS_TOPIC:
+            # As when Kafka's coordinator resigns its partitions: parked requests get NOT_COORDINATOR.
+            if self._load_task is not None:
+                self._load_task.cancel()
+            for shard in self.shards:
+                shard.unload()
+            return
         for shard in self.shards:
             if shard.state is ShardState.ACTIVE:
                 shard.on_partitions_deleted(topic.name, range(topic.partitions))

@@ -80,6 +80,11 @@ class CoordinatorShard:
         self.offsets = OffsetStore()
         self.timers = Timers(lambda: self.state is ShardState.ACTIVE)
         self.log_ = service.broker.logs.get(service.topic_name, partition)
+        self.max_batch_bytes = service.max_batch_bytes
+        # Transactional offsets read from the log: producer id -> {(group, topic, partition): (value, record offset)}.
+        self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[bytes, int]]] = {}
+        # Record offsets of plain commits made while a transaction of the group was open (TX-4 precedence).
+        self.plain_commit_offsets: dict[tuple[str, str, int], int] = {}
         self.load_ms = 0.0
         self.loaded_records = 0
         from broker.coordinator.rebalance import ClassicRebalancer
@@ -100,6 +105,9 @@ class CoordinatorShard:
         if self.state is not ShardState.ACTIVE:
             raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
         batch = rec.build_batch(records, timestamp_ms=self.now_ms())
+        if len(batch) > self.max_batch_bytes:
+            # Kafka's runtime refuses a batch over the partition's max.message.bytes (GE-3 -> UNKNOWN_SERVER_ERROR).
+            raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)
         try:
             self.service.broker.faults.check_append(self.service.topic_name, self.partition)
             appended = self.log_.append(batch)
@@ -117,17 +125,25 @@ class CoordinatorShard:
         for i in range(0, len(records), chunk):
             self.write(records[i : i + chunk])
 
-    def replay(self, key: bytes, value: bytes | None, offset: int = -1) -> None:
+    def replay(self, key: bytes, value: bytes | None, offset: int = -1, producer_id: int = rec.NO_PRODUCER_ID) -> None:
         """Apply one record to the shard's state, at load and for runtime writes (RL-1..RL-4)."""
         kind = (key[0] << 8) | key[1]
         if kind <= orec.OFFSET_COMMIT_KEY:
             group_id, topic, partition = orec.parse_offset_commit_key(key)
             if value is None:
                 self.offsets.remove(group_id, topic, partition)
+                for pending in self.pending_txn.values():  # a tombstone also drops pending offsets (RL-3)
+                    pending.pop((group_id, topic, partition), None)
                 return
+            orec.check_offset_commit_value(value)
             if group_id not in self.groups:
                 # RL-3: offsets without a group make a simple group (classic, no protocol type).
                 self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
+            if producer_id != rec.NO_PRODUCER_ID:
+                self.pending_txn.setdefault(producer_id, {})[(group_id, topic, partition)] = (value, offset)  # RL-2
+                return
+            if self.pending_txn:
+                self.plain_commit_offsets[(group_id, topic, partition)] = offset
             self.offsets.put(group_id, topic, partition, value)
         elif kind == orec.GROUP_METADATA_KEY:
             group_id = orec.parse_group_metadata_key(key)
@@ -139,6 +155,24 @@ class CoordinatorShard:
             log.warning("skipping a consumer-group (KIP-848) record: not served by this broker", record_type=kind, partition=self.partition)
         else:
             log.warning("skipping a record of unknown type", record_type=kind, partition=self.partition)
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        """RL-2/TX-4: a COMMIT marker applies the producer's pending offsets unless a later plain
+        commit of the same partition exists; ABORT drops them."""
+        pending = self.pending_txn.pop(producer_id, None)
+        if not pending:
+            return
+        if commit:
+            for (group_id, topic, partition), (value, offset) in pending.items():
+                plain = self.plain_commit_offsets.get((group_id, topic, partition), -1)
+                if offset > plain:
+                    self.offsets.put(group_id, topic, partition, value)
+        if not self.pending_txn:
+            self.plain_commit_offsets.clear()
+
+    def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        key = (group_id, topic, partition)
+        return any(key in pending for pending in self.pending_txn.values())
 
     def _group_from_record(self, group_id: str, value: orec.GroupMetadataValue) -> ClassicGroup:
         """RL-4: Empty if no members else Stable, at the persisted generation."""
@@ -208,22 +242,28 @@ class CoordinatorShard:
         parse_key = orec.parse_offset_commit_key
         since_yield = 0
         try:
+            check_value = orec.check_offset_commit_value
             for buf, pos, header in self.log_.iter_batches():
-                if header.is_control or header.producer_id != rec.NO_PRODUCER_ID:
-                    # Transactional offset commits are not served by kaflet; a foreign log's are skipped.
+                if header.is_control:
+                    for _offset, key, _value in batch_records(buf, pos, header):
+                        kind = rec.control_record_type(key)
+                        if kind is not None:
+                            self.replay_end_transaction(header.producer_id, kind == 1)
                     continue
+                producer_id = header.producer_id if header.is_transactional else rec.NO_PRODUCER_ID
                 for offset, key, value in batch_records(buf, pos, header):
                     count += 1
                     if key is None:
-                        continue
-                    if value is not None and key[1] == 1 and key[0] == 0:
-                        # The common case inlined: a committed offset.
+                        raise orec.RecordFormatError(f"record at offset {offset} has no key")
+                    if value is not None and key[1] == 1 and key[0] == 0 and producer_id == rec.NO_PRODUCER_ID and not self.pending_txn:
+                        # The common case inlined: a committed offset outside any transaction.
                         group_id, topic, partition = parse_key(key)
+                        check_value(value)
                         if group_id not in groups:
                             groups[group_id] = ClassicGroup(group_id, 0)
                         offsets_put(group_id, topic, partition, value)
                     else:
-                        replay(key, value, offset)
+                        replay(key, value, offset, producer_id)
                 since_yield += header.size
                 if since_yield >= 4 * 1024 * 1024:
                     since_yield = 0
@@ -324,35 +364,30 @@ class CoordinatorShard:
         return ErrorCode.NONE
 
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
     ) -> list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]:
-        """OF-2..OF-4: (topic, [(partition, offset, leader epoch, metadata, error)]) in request order."""
+        """OF-2..OF-5: (topic, [(partition, offset, leader epoch, metadata, error)]) in request order."""
         group = self.groups.get(group_id)
         known = group is not None and not group.is_in(GroupState.DEAD)
+        group_offsets = self.offsets.of_group(group_id) if known else None
+        unstable = require_stable and bool(self.pending_txn)
+
+        def row(topic: str, partition: int, raw: bytes | None) -> tuple[int, int, int, str, ErrorCode]:
+            if unstable and self.has_pending_offset(group_id, topic, partition):
+                return (partition, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)  # OF-5
+            if raw is None:
+                return (partition, -1, -1, "", ErrorCode.NONE)
+            v = orec.parse_offset_commit_value(raw)
+            return (partition, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE)
+
         if topics is None:
             if not known:
                 return []
-            out = []
-            for topic, partitions in (self.offsets.of_group(group_id) or {}).items():
-                rows = []
-                for partition, raw in partitions.items():
-                    v = orec.parse_offset_commit_value(raw)
-                    rows.append((partition, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE))
-                out.append((topic, rows))
-            return out
-        group_offsets = self.offsets.of_group(group_id) if known else None
+            return [(topic, [row(topic, p, raw) for p, raw in partitions.items()]) for topic, partitions in (group_offsets or {}).items()]
         out = []
         for topic, partitions in topics:
             by_partition = group_offsets.get(topic) if group_offsets else None
-            rows = []
-            for partition in partitions:
-                raw = by_partition.get(partition) if by_partition else None
-                if raw is None:
-                    rows.append((partition, -1, -1, "", ErrorCode.NONE))
-                else:
-                    v = orec.parse_offset_commit_value(raw)
-                    rows.append((partition, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE))
-            out.append((topic, rows))
+            out.append((topic, [row(topic, p, by_partition.get(p) if by_partition else None) for p in partitions]))
         return out
 
     def delete_offsets(
