@@ -12,22 +12,22 @@ ABOUT = "Metadata v12 (one topic) requests/s from 8 pipelined connections"
 TOPIC = "bench-metadata"
 
 
-def check(target: Any) -> None:
+def check(target: Any, partitions: int) -> None:
     """One decoded answer before the load: the load only counts response frames."""
     with wire.SyncClient(target.bootstrap) as client:
         resp = client.request(wire.metadata_request([TOPIC]))
     topic = resp.topics[0]
-    if topic.error_code or len(topic.partitions) != 1:
-        raise RuntimeError(f"Metadata for {TOPIC}: error {topic.error_code}, {len(topic.partitions)} partitions")
+    if topic.error_code or len(topic.partitions) != partitions:
+        raise RuntimeError(f"{target.name}: Metadata for {TOPIC}: error {topic.error_code}, {len(topic.partitions)} partitions")
 
 
 def rings(ctx: Context) -> list[list[bytes]]:
     return [[wire.encode(wire.metadata_request([TOPIC]))]] * ctx.connections
 
 
-def prepare(target: Any) -> None:
-    wire.ensure_topic(target, TOPIC, 1)
-    check(target)
+def prepare(target: Any, partitions: int = 1) -> None:
+    wire.ensure_topic(target, TOPIC, partitions)
+    check(target, partitions)
 
 
 def run(ctx: Context) -> list[Row]:

@@ -129,7 +129,7 @@ class Context:
                 self.note(m.ready["note"])
             yield m
 
-    def missing(self, target: Kaflet, needs: dict[ApiKey, int]) -> list[str]:
+    def missing(self, target: Kaflet, needs: dict[ApiKey, int | None]) -> list[str]:
         """What kaflet does not serve yet among `needs`; noted when something is missing."""
         missing = wire.missing_apis(target.bootstrap, needs)
         if missing:

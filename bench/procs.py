@@ -71,10 +71,12 @@ class _Child:
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self.bootstrap = ""
+        self.spawned_at = 0.0  # time.perf_counter() just before the process was started
         self.start_seconds = 0.0  # process start until ready
 
     def _spawn(self, cmd: list[str], stream: str, **kw: Any) -> None:
         self.records, self.lines = [], []
+        self.spawned_at = time.perf_counter()
         pipes = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         pipes[stream] = subprocess.PIPE
         self.proc = subprocess.Popen(cmd, **pipes, **kw)  # type: ignore[call-overload]
@@ -163,10 +165,9 @@ class Kaflet(_Child):
             self.metrics_port = free_port()
             cmd += ["--metrics-port", str(self.metrics_port)]
         cmd += self.flags
-        t0 = time.perf_counter()
         self._spawn(cmd, "stderr", stdin=subprocess.DEVNULL)
         self.ready = self.wait_for(lambda r: r.get("event") == "broker ready", timeout)
-        self.start_seconds = time.perf_counter() - t0
+        self.start_seconds = time.perf_counter() - self.spawned_at
         self.bootstrap = self.ready["bootstrap"]
         return self
 
@@ -194,10 +195,9 @@ class Mock(_Child):
         cmd = [sys.executable, "-m", "bench.procs", "mock"]
         if self.rebalance_delay_ms is not None:
             cmd += ["--rebalance-delay-ms", str(self.rebalance_delay_ms)]
-        t0 = time.perf_counter()
         self._spawn(cmd, "stdout", stdin=subprocess.PIPE)
         self.ready = self.wait_for(lambda r: r.get("event") == "mock ready", timeout)
-        self.start_seconds = time.perf_counter() - t0
+        self.start_seconds = time.perf_counter() - self.spawned_at
         self.bootstrap = self.ready["bootstrap"]
         return self
 

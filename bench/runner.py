@@ -46,10 +46,10 @@ def _row_line(row: Row) -> str:
     if row.baseline is not None and row.baseline_name != "mock":
         base += f" [{row.baseline_name}]"
     kaflet = fmt(row.kaflet) if row.kaflet is not None else (row.note or "-")
-    return f"  {row.name:<44} {row.unit:<8} {kaflet:>12} {base:>12} {ratio:>13} {target:>14} {met:>4}"
+    return f"  {row.name:<48} {row.unit:<6} {kaflet:>12} {base:>12} {ratio:>13} {target:>14} {met:>4}"
 
 
-HEADER = f"  {'figure':<44} {'unit':<8} {'kaflet':>12} {'mock':>12} {'ratio':>13} {'target':>14} {'met':>4}"
+HEADER = f"  {'figure':<48} {'unit':<6} {'kaflet':>12} {'mock':>12} {'ratio':>13} {'target':>14} {'met':>4}"
 
 
 def _git_commit() -> str:

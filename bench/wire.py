@@ -71,14 +71,16 @@ def api_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
     return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
 
-def missing_apis(bootstrap: str, needs: dict[ApiKey, int]) -> list[str]:
-    """The needed (api, version) pairs the broker does not serve, as readable names."""
+def missing_apis(bootstrap: str, needs: dict[ApiKey, int | None]) -> list[str]:
+    """What the broker does not serve among `needs` (api -> exact version, or None for any), readably."""
     served = api_versions(bootstrap)
     missing = []
     for key, version in needs.items():
-        lo, hi = served.get(int(key), (1, 0))
-        if not lo <= version <= hi:
-            missing.append(f"{key.name.title().replace('_', '')} v{version}")
+        name = key.name.title().replace("_", "")
+        if int(key) not in served:
+            missing.append(name)
+        elif version is not None and not served[int(key)][0] <= version <= served[int(key)][1]:
+            missing.append(f"{name} v{version}")
     return missing
 
 
