@@ -48,6 +48,8 @@ class KafkaConnection(asyncio.Protocol):
         self._queued_bytes = 0
         self._busy = False
         self._paused = False
+        # Why the connection must close once the frames queued before the bad one are answered.
+        self._close_after_queue: str | None = None
         self.closing = False
         self.last_active = time.monotonic()
         self.client_software: tuple[str, str] | None = None
@@ -69,10 +71,19 @@ class KafkaConnection(asyncio.Protocol):
         self.broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        closed_by_peer = not self.closing
         self.closing = True
         self.broker.connections.discard(self)
-        if self._buf and not self._frames and self.broker.accepting:
-            log.warning("connection closed mid-frame", peer=self.peer_text, buffered_bytes=len(self._buf))
+        if closed_by_peer and self._close_after_queue is not None and self.broker.accepting:
+            log.warning("closing connection", peer=self.peer_text, reason=self._close_after_queue)
+        elif closed_by_peer and self._buf and self.broker.accepting:
+            # When the broker closed the connection it already logged why; this is the peer's doing.
+            log.warning(
+                "connection closed mid-frame",
+                peer=self.peer_text,
+                reason=f"peer closed the connection with {len(self._buf)} bytes of an incomplete request",
+                buffered_bytes=len(self._buf),
+            )
         self._frames.clear()
         self._buf = bytearray()
         if self.in_flight is not None and not self.in_flight.done():
@@ -80,7 +91,7 @@ class KafkaConnection(asyncio.Protocol):
             self.in_flight.cancel()
 
     def data_received(self, data: bytes) -> None:
-        if self.closing:
+        if self.closing or self._close_after_queue is not None:
             return
         self.last_active = time.monotonic()
         buf = self._buf
@@ -91,9 +102,13 @@ class KafkaConnection(asyncio.Protocol):
         while end - pos >= 4:
             size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
             if size < 0 or size > max_request:
-                # Checked before anything is allocated for the frame.
-                self.close_with_warning(f"request size {size} outside 0..{max_request}")
-                return
+                # Checked before anything is allocated for the frame. Requests queued before it
+                # are still answered, in order, as Kafka does (it reads the next size only after
+                # the previous response is sent).
+                self._close_after_queue = f"request size {size} outside 0..{max_request}"
+                self._buf = bytearray()
+                pos = end = 0
+                break
             if end - pos - 4 < size:
                 break
             self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
@@ -127,6 +142,9 @@ class KafkaConnection(asyncio.Protocol):
                 task = asyncio.ensure_future(pending)
                 self.in_flight = task
                 task.add_done_callback(self._on_async_done)
+        if self._close_after_queue is not None and not frames and not self._busy:
+            self.close_with_warning(self._close_after_queue)
+            return
         if self._paused and self._queued_bytes + len(self._buf) < _PAUSE_AT // 2 and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
@@ -167,6 +185,9 @@ class KafkaConnection(asyncio.Protocol):
         flexible = spec.flexible(api_version)
         try:
             header = parse_request_header(frame, flexible)
+        except HeaderError as exc:
+            raise CloseConnection(f"bad request header: {exc}") from None
+        try:
             request = spec.request_cls.decode(memoryview(frame)[header.body_offset :], version=api_version)
         except Exception as exc:  # the codec raises many kinds on malformed input
             raise CloseConnection(f"{spec.name} v{api_version} body does not decode: {type(exc).__name__}: {exc}") from None
@@ -228,7 +249,14 @@ class KafkaConnection(asyncio.Protocol):
         elif isinstance(result, list):
             body = result
         else:
-            body = result.encode(version=ctx.api_version)
+            try:
+                body = result.encode(version=ctx.api_version)
+            except Exception:
+                # A handler bug, not the client's: say so once, with the traceback, and hang up
+                # rather than let the exception escape into the event loop.
+                ctx.log.error("response does not encode; closing connection", exc_info=True)
+                self.close()
+                return
         if self.broker.debug_requests:
             ctx.log.debug(
                 "response", body=repr(result)[:2000] if not isinstance(result, (bytes, bytearray, memoryview, list)) else "<encoded>"

@@ -1,3 +1,11 @@
 """One module per API area; importing this package registers every handler."""
 
-from broker.apis import api_versions, metadata  # noqa: F401
+from broker.apis import (  # noqa: F401
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    metadata,
+)

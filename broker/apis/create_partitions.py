@@ -1,0 +1,99 @@
+"""CreatePartitions v0-v3: grow a topic's partition count, as Kafka's controller does.
+
+A name given twice gets INVALID_REQUEST (once, answered first, as ControllerApis does); an
+unknown topic UNKNOWN_TOPIC_OR_PARTITION; a count that is not an increase
+INVALID_PARTITIONS; assignments must number exactly the new partitions, each [this node].
+validate_only checks everything and changes nothing.
+
+kaflet decision: the partition counts of __consumer_offsets and __transaction_state are
+pinned (the coordinators hash group and transactional ids onto them, and the data dir
+records the count), so growing them is refused with POLICY_VIOLATION. Kafka would accept
+it and silently move every group to another coordinator partition.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import structlog
+from kafka.protocol.admin import CreatePartitionsResponse
+
+from broker.context import RequestContext
+from broker.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment
+from broker.registry import api
+from broker.topics import INTERNAL_TOPICS
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger("kaflet.topics")
+
+_Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def _error(request: Any, code: ErrorCode, message: str | None = None) -> Any:
+    """Kafka's CreatePartitionsRequest.getErrorResponse: every requested topic gets the error."""
+    results = [_Result(name=t.name, error_code=code, error_message=message) for t in request.topics or []]
+    return CreatePartitionsResponse(version=request.version, throttle_time_ms=0, results=results)
+
+
+def _check(ctx: RequestContext, wanted: Any) -> int:
+    """The current partition count if `wanted` can be applied; raises PlacementError otherwise."""
+    topic = ctx.broker.topics.get(wanted.name)
+    if topic is None:
+        raise PlacementError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)  # Kafka sends no message here
+    current = topic.partitions
+    if wanted.count == current:
+        raise PlacementError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if wanted.count < current:
+        raise PlacementError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic {wanted.name} currently has {current} partition(s); {wanted.count} would not be an increase.",
+        )
+    if wanted.name in INTERNAL_TOPICS:
+        raise PlacementError(
+            ErrorCode.POLICY_VIOLATION,
+            f"The partition count of internal topic {wanted.name} is fixed; kaflet does not add partitions to it.",
+        )
+    additional = wanted.count - current
+    if wanted.assignments is not None:
+        if len(wanted.assignments) != additional:
+            raise PlacementError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {additional} additional partition(s), but only {len(wanted.assignments)} assignment(s) were specified.",
+            )
+        for assignment in wanted.assignments:
+            check_manual_assignment(list(assignment.broker_ids or []), 1, ctx.broker.config.node_id)
+    return current
+
+
+@api(ApiKey.CREATE_PARTITIONS, 0, 3, error_response=_error)
+def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+    requested = list(request.topics or [])
+    counts = Counter(t.name for t in requested)
+    results = [
+        _Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
+        for name in dict.fromkeys(t.name for t in requested)
+        if counts[name] > 1
+    ]
+    budget = RecordBudget()
+    accepted: list[tuple[Any, int]] = []
+    outcome: list[Any] = []
+    for wanted in requested:
+        if counts[wanted.name] > 1:
+            continue
+        try:
+            current = _check(ctx, wanted)
+            budget.spend(wanted.count - current)
+        except PlacementError as exc:
+            outcome.append(_Result(name=wanted.name, error_code=exc.code, error_message=exc.message))
+            continue
+        except TooManyRecords as exc:
+            return _error(request, ErrorCode.POLICY_VIOLATION, str(exc))
+        accepted.append((wanted, current))
+        outcome.append(_Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None))
+    if not request.validate_only:
+        for wanted, current in accepted:
+            ctx.broker.topics.add_partitions(wanted.name, wanted.count)
+            log.info("partitions added", topic=wanted.name, partitions=wanted.count, previous=current)
+    return CreatePartitionsResponse(version=ctx.api_version, throttle_time_ms=0, results=results + outcome)

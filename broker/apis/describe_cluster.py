@@ -1,0 +1,62 @@
+"""DescribeCluster v0-v1: the cluster id, this node as the only broker and as the controller.
+
+Follows Kafka's AuthHelper.computeDescribeClusterResponse for a broker endpoint: asking a
+broker for the CONTROLLER endpoint type gets MISMATCHED_ENDPOINT_TYPE, an unknown type
+UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST in v0, which has no endpoint type).
+Cluster authorized operations are sent only when asked for; without an authorizer that
+is every operation a cluster supports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DescribeClusterResponse
+
+from broker.apis.metadata import CLUSTER_OPERATIONS
+from broker.context import RequestContext
+from broker.registry import api
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+_Broker = DescribeClusterResponse.DescribeClusterBroker
+
+
+def _error(request: Any, code: ErrorCode, message: str | None = None) -> Any:
+    return DescribeClusterResponse(
+        version=request.version,
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=message,
+        endpoint_type=BROKER_ENDPOINT,
+        cluster_id="",
+        controller_id=-1,
+        brokers=[],
+        authorized_operations=None,
+    )
+
+
+@api(ApiKey.DESCRIBE_CLUSTER, 0, 1, error_response=_error)
+def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    wanted = request.endpoint_type if version >= 1 else BROKER_ENDPOINT
+    if wanted not in (BROKER_ENDPOINT, CONTROLLER_ENDPOINT):
+        code = ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        return _error(request, code, f"Unsupported endpoint type {wanted}")
+    if wanted == CONTROLLER_ENDPOINT:
+        code = ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE
+        return _error(request, code, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER")
+    broker = ctx.broker
+    node = broker.config.node_id
+    return DescribeClusterResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        endpoint_type=BROKER_ENDPOINT,
+        cluster_id=broker.cluster_id,
+        controller_id=node,
+        brokers=[_Broker(broker_id=node, host=broker.advertised_host, port=broker.advertised_port, rack=None)],
+        authorized_operations=set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None,
+    )

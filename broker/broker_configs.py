@@ -1,0 +1,164 @@
+"""The broker configs DescribeConfigs reports for this node, derived from `Config`.
+
+Names are Kafka's, so admin tools find what they look for (num.partitions,
+offsets.topic.num.partitions, log.retention.ms, ...). A value set by the operator (flag or
+KAFLET_* variable, i.e. different from kaflet's default) is a STATIC_BROKER_CONFIG, as a
+line in Kafka's server.properties would be; anything else is DEFAULT_CONFIG.
+
+Decision: every broker config is reported read-only. Kafka marks its dynamically
+updatable configs writable, but kaflet has no dynamic broker configs, so a client that
+trusted read_only=false would only get errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.config_types import LONG_MAX, ConfigEntry, ConfigSource, ConfigType, Synonym, render
+from broker.topic_configs import TOPIC_CONFIGS, config_default, config_field_changed
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+T = ConfigType
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfigDef:
+    name: str
+    type: ConfigType
+    value: Callable[[Broker], Any]
+    doc: str
+    # The Config field(s) behind the value; any of them changed makes it a static setting.
+    config_fields: tuple[str, ...] = ()
+    # kaflet's default when no Config field is behind it (None: Kafka has no default either).
+    default: Any = None
+
+
+def _field(name: str) -> Callable[[Broker], Any]:
+    return lambda broker: getattr(broker.config, name)
+
+
+def _const(value: Any) -> Callable[[Broker], Any]:
+    return lambda _broker: value
+
+
+def _listeners(broker: Broker) -> str:
+    return (
+        ",".join(f"PLAINTEXT://{h}:{broker.bound_port}" for h in broker.bound_hosts)
+        or f"PLAINTEXT://{broker.config.host}:{broker.config.port}"
+    )
+
+
+def _advertised(broker: Broker) -> str:
+    return f"PLAINTEXT://{broker.advertised_host}:{broker.advertised_port}"
+
+
+_OWN: tuple[BrokerConfigDef, ...] = (
+    BrokerConfigDef("node.id", T.INT, _field("node_id"), "This node's id (--node-id).", ("node_id",)),
+    BrokerConfigDef("broker.id", T.INT, _field("node_id"), "This broker's id; the same as node.id.", ("node_id",)),
+    BrokerConfigDef("process.roles", T.LIST, _const(["broker", "controller"]), "kaflet is a single combined broker and controller.", default=["broker", "controller"]),
+    BrokerConfigDef("listeners", T.LIST, lambda b: _listeners(b).split(","), "Addresses the broker listens on (--host, --port).", ("host", "port")),
+    BrokerConfigDef("advertised.listeners", T.LIST, lambda b: [_advertised(b)], "Address clients are told to connect to (--advertised-host, --advertised-port).", ("advertised_host", "advertised_port")),
+    BrokerConfigDef("log.dirs", T.LIST, lambda b: [str(b.datadir.path) if b.datadir else b.config.data_dir], "Directory holding topics, logs and metadata (--data-dir).", ("data_dir",)),
+    BrokerConfigDef("num.partitions", T.INT, _field("default_partitions"), "Partitions of auto-created topics, and of topics created with num_partitions -1 (--default-partitions).", ("default_partitions",)),
+    BrokerConfigDef("default.replication.factor", T.INT, _const(1), "Replication factor of topics created with replication_factor -1; always 1 on a single node.", default=1),
+    BrokerConfigDef("auto.create.topics.enable", T.BOOLEAN, _field("auto_create_topics"), "Whether Metadata and Produce create unknown topics (--auto-create-topics).", ("auto_create_topics",)),
+    BrokerConfigDef("delete.topic.enable", T.BOOLEAN, _const(True), "Topics can be deleted.", default=True),
+    BrokerConfigDef("offsets.topic.num.partitions", T.INT, _field("offsets_partitions"), "Partitions of __consumer_offsets, fixed per data dir (--offsets-partitions).", ("offsets_partitions",)),
+    BrokerConfigDef("offsets.topic.replication.factor", T.SHORT, _const(1), "Replication factor of __consumer_offsets; always 1 on a single node.", default=1),
+    BrokerConfigDef("offsets.topic.segment.bytes", T.INT, _field("offsets_topic_segment_bytes"), "Segment size of __consumer_offsets.", ("offsets_topic_segment_bytes",)),
+    BrokerConfigDef("offsets.retention.minutes", T.INT, _field("offsets_retention_minutes"), "How long committed offsets of an empty group are kept.", ("offsets_retention_minutes",)),
+    BrokerConfigDef("offsets.retention.check.interval.ms", T.LONG, _field("offsets_retention_check_interval_ms"), "How often expired offsets are looked for.", ("offsets_retention_check_interval_ms",)),
+    BrokerConfigDef("offset.metadata.max.bytes", T.INT, _field("offset_metadata_max_bytes"), "Largest metadata string an offset commit may carry.", ("offset_metadata_max_bytes",)),
+    BrokerConfigDef("group.initial.rebalance.delay.ms", T.INT, _field("group_initial_rebalance_delay_ms"), "How long the first rebalance of a new classic group waits for more members.", ("group_initial_rebalance_delay_ms",)),
+    BrokerConfigDef("group.min.session.timeout.ms", T.INT, _field("group_min_session_timeout_ms"), "Smallest session timeout a classic group member may ask for.", ("group_min_session_timeout_ms",)),
+    BrokerConfigDef("group.max.session.timeout.ms", T.INT, _field("group_max_session_timeout_ms"), "Largest session timeout a classic group member may ask for.", ("group_max_session_timeout_ms",)),
+    BrokerConfigDef("group.max.size", T.INT, _field("group_max_size"), "Largest number of members in a group.", ("group_max_size",)),
+    BrokerConfigDef("socket.request.max.bytes", T.INT, _field("max_request_bytes"), "Largest request frame accepted (--max-request-bytes).", ("max_request_bytes",)),
+    BrokerConfigDef("connections.max.idle.ms", T.LONG, _field("connections_max_idle_ms"), "Idle connections are closed after this long.", ("connections_max_idle_ms",)),
+    BrokerConfigDef("log.retention.check.interval.ms", T.LONG, _field("log_retention_check_interval_ms"), "How often retention runs.", ("log_retention_check_interval_ms",)),
+    BrokerConfigDef("log.retention.hours", T.INT, _const(168), "Retention in hours, used by Kafka when log.retention.ms and log.retention.minutes are unset.", default=168),
+    BrokerConfigDef("log.retention.minutes", T.INT, _const(None), "Retention in minutes, used by Kafka when log.retention.ms is unset."),
+    BrokerConfigDef("log.roll.hours", T.INT, _const(168), "Segment roll time in hours, used by Kafka when log.roll.ms is unset.", default=168),
+    BrokerConfigDef("log.roll.jitter.hours", T.INT, _const(0), "Segment roll jitter in hours, used by Kafka when log.roll.jitter.ms is unset.", default=0),
+    BrokerConfigDef("log.flush.scheduler.interval.ms", T.LONG, _const(LONG_MAX), "How often the flusher checks for logs to flush.", default=LONG_MAX),
+)  # fmt: skip
+
+
+def _server_defaults() -> tuple[BrokerConfigDef, ...]:
+    """A broker config for every topic config's server default (log.segment.bytes, ...)."""
+    out: list[BrokerConfigDef] = []
+    for topic_def in TOPIC_CONFIGS.values():
+        if topic_def.server_default is None:
+            continue
+        field_name = topic_def.config_field
+        if field_name is None and not topic_def.default_synonym:
+            # Kafka has no static default for these (log.roll.jitter.ms, log.flush.interval.ms).
+            out.append(
+                BrokerConfigDef(topic_def.server_default, topic_def.type, _const(None), f"Server default of topic config {topic_def.name}.")
+            )
+            continue
+        default_value = topic_def.default
+        out.append(
+            BrokerConfigDef(
+                topic_def.server_default,
+                topic_def.type,
+                lambda broker, d=default_value: d(broker.config),
+                f"Server default of topic config {topic_def.name}: {topic_def.doc}",
+                (field_name,) if field_name else (),
+                None if field_name else default_value(None),  # type: ignore[arg-type]
+            )
+        )
+    return tuple(out)
+
+
+BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in (*_OWN, *_server_defaults())}
+
+
+def describe(broker: Broker) -> list[ConfigEntry]:
+    """Every broker config of this node, sorted by name."""
+    config = broker.config
+    entries: list[ConfigEntry] = []
+    for definition in sorted(BROKER_CONFIGS.values(), key=lambda d: d.name):
+        value = render(definition.value(broker), definition.type)
+        static = any(config_field_changed(config, f) for f in definition.config_fields)
+        if definition.config_fields:
+            default = _default_of(definition, broker)
+        else:
+            default = render(definition.default, definition.type)
+        synonyms: list[Synonym] = []
+        if static:
+            synonyms.append(Synonym(definition.name, value, ConfigSource.STATIC_BROKER_CONFIG))
+        if default is not None:
+            synonyms.append(Synonym(definition.name, default, ConfigSource.DEFAULT_CONFIG))
+        entries.append(
+            ConfigEntry(
+                name=definition.name,
+                value=value,
+                source=ConfigSource.STATIC_BROKER_CONFIG if static else ConfigSource.DEFAULT_CONFIG,
+                type=definition.type,
+                doc=definition.doc,
+                read_only=True,
+                synonyms=synonyms,
+            )
+        )
+    return entries
+
+
+def _default_of(definition: BrokerConfigDef, broker: Broker) -> str | None:
+    """The value this config would have with kaflet's defaults for its Config fields."""
+    if len(definition.config_fields) != 1:
+        # Derived from several settings (listeners, advertised.listeners): no single default.
+        return None
+    field_name = definition.config_fields[0]
+    if field_name == "data_dir":
+        return None  # a path relative to wherever kaflet was started
+    default = config_default(field_name)
+    if default is None:
+        return None
+    if definition.type is ConfigType.LIST:
+        return render([default], definition.type)
+    return render(default, definition.type)
