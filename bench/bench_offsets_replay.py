@@ -90,7 +90,7 @@ def run(ctx: Context) -> list[Row]:
             log_bytes = sum(f.stat().st_size for f in Path(data_dir).rglob("*") if "__consumer_offsets" in str(f) and f.is_file())
             k.start(timeout=300)
             ready_s = k.start_seconds
-            wait_loaded(k.bootstrap, sample, partitions, 300)
+            wait_loaded(k.bootstrap, sample, partitions, 20 if ctx.quick else 120)
             loaded_s = time.perf_counter() - k.spawned_at
             time.sleep(0.5)
             rss_loaded = k.rss()

@@ -72,7 +72,10 @@ def produce(
 
 
 def measure(target: Any, topic: str, size: int, seconds: float) -> dict[str, Any]:
+    cpu0 = target.cpu()
     result = run_worker(produce, target.bootstrap, topic, size, None, seconds)
+    # Broker CPU over the worker's whole life (start-up included) per measured second: an upper bound.
+    result["broker_cpu"] = (target.cpu() - cpu0) / result["seconds"]
     if result["failed"] or result["undelivered"]:
         raise RuntimeError(f"{target.name}: {result['failed']} failed, {result['undelivered']} undelivered: {result['errors']}")
     return result
@@ -106,8 +109,10 @@ def throughput_rows(label: str, runs: dict[str, list[dict[str, Any]]], size: int
     mbps = [pick(n, lambda r: r["count"] * size / r["seconds"] / 1e6) for n in ("kaflet", "mock")]
     rate = [pick(n, lambda r: r["count"] / r["seconds"]) for n in ("kaflet", "mock")]
     cpu = [pick(n, lambda r: r["cpu"]) for n in ("kaflet", "mock")]
+    broker = [pick(n, lambda r: r["broker_cpu"]) for n in ("kaflet", "mock")]
     return [
         Row(f"{label} throughput", "MB/s", mbps[0], mbps[1], target=target, note=note),
         Row(f"{label} throughput", "msg/s", rate[0], rate[1], target=target, note=note),
+        Row(f"{label} broker CPU", "cores", broker[0], broker[1], compare=False, note=note),
         Row(f"{label} client CPU", "cores", cpu[0], cpu[1], compare=False, note=note),
     ]

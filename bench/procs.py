@@ -31,6 +31,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+# Where `python -m broker` runs: None for this checkout, or another one (`--kaflet-dir`),
+# e.g. a branch not merged yet. Its directory comes first on the child's sys.path.
+KAFLET_DIR: str | None = None
+
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -165,7 +169,10 @@ class Kaflet(_Child):
             self.metrics_port = free_port()
             cmd += ["--metrics-port", str(self.metrics_port)]
         cmd += self.flags
-        self._spawn(cmd, "stderr", stdin=subprocess.DEVNULL)
+        env = None
+        if KAFLET_DIR:
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [KAFLET_DIR, os.environ.get("PYTHONPATH")]))}
+        self._spawn(cmd, "stderr", stdin=subprocess.DEVNULL, cwd=KAFLET_DIR, env=env)
         self.ready = self.wait_for(lambda r: r.get("event") == "broker ready", timeout)
         self.start_seconds = time.perf_counter() - self.spawned_at
         self.bootstrap = self.ready["bootstrap"]

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from bench import procs
 from bench.context import Context, Row, fmt
 
 # Run order: cheap first. Each module has ABOUT and run(ctx) -> list[Row].
@@ -52,9 +53,9 @@ def _row_line(row: Row) -> str:
 HEADER = f"  {'figure':<48} {'unit':<6} {'kaflet':>12} {'mock':>12} {'ratio':>13} {'target':>14} {'met':>4}"
 
 
-def _git_commit() -> str:
+def _git_commit(where: Path) -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent)
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=where)
         return out.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "?"
@@ -82,6 +83,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=0,
         help="group.initial.rebalance.delay.ms for both brokers in 'groups' (default 0, kaflet's)",
     )
+    parser.add_argument(
+        "--kaflet-dir", type=Path, default=None, help="run kaflet from another checkout (e.g. an unmerged branch's worktree)"
+    )
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the JSON results go (default bench/results)")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in BENCHMARKS]
@@ -97,15 +101,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<16} {load(name).ABOUT}")
         return 0
     names = args.names or BENCHMARKS
+    if args.kaflet_dir is not None:
+        procs.KAFLET_DIR = str(args.kaflet_dir.resolve())
     started = datetime.datetime.now(datetime.UTC)
     results: dict[str, Any] = {
         "started": started.isoformat(timespec="seconds"),
-        "git": _git_commit(),
+        "git": _git_commit(Path(__file__).parent),
+        "kaflet_git": _git_commit(args.kaflet_dir or Path(__file__).parent),
         "host": {"cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg(), "python": platform.python_version()},
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "benchmarks": {},
     }
     print(f"kaflet benchmarks ({'quick' if args.quick else 'full'}), {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}")
+    if procs.KAFLET_DIR:
+        print(f"kaflet from {procs.KAFLET_DIR} ({results['kaflet_git']})")
     print("ratio: kaflet relative to the baseline, > 1 is better for kaflet (k/b = kaflet/baseline, b/k = baseline/kaflet)")
     failed = False
     for name in names:

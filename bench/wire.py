@@ -137,26 +137,21 @@ def ensure_topic(target: Any, name: str, partitions: int) -> None:
     if not missing_apis(target.bootstrap, {ApiKey.CREATE_TOPICS: 2}):
         from kafka.protocol.admin import CreateTopicsRequest
 
-        req = CreateTopicsRequest[2](
-            topics=[
-                CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])
-            ],
-            timeout_ms=10_000,
-            validate_only=False,
-        )
+        topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])
         with SyncClient(target.bootstrap) as client:
-            resp = client.request(req)
+            resp = client.request(CreateTopicsRequest[2](topics=[topic], timeout_ms=10_000, validate_only=False))
         code = resp.topics[0].error_code
-        if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+        if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (its partition count is checked below)
             raise RuntimeError(f"CreateTopics {name}: error {code}")
-        return
-    with SyncClient(target.bootstrap) as client:
-        resp = client.request(metadata_request([name], auto_create=True))
-    topic = resp.topics[0]
-    if topic.error_code not in (0, 5):  # 5: LEADER_NOT_AVAILABLE while being created
-        raise RuntimeError(f"auto-creating {name}: error {topic.error_code}")
+    else:
+        with SyncClient(target.bootstrap) as client:
+            resp = client.request(metadata_request([name], auto_create=True))
+        if resp.topics[0].error_code not in (0, 5):  # 5: LEADER_NOT_AVAILABLE while being created
+            raise RuntimeError(f"auto-creating {name}: error {resp.topics[0].error_code}")
     with SyncClient(target.bootstrap) as client:
         resp = client.request(metadata_request([name]))
     got = len(resp.topics[0].partitions)
     if got != partitions:
-        raise RuntimeError(f"{name} has {got} partitions, wanted {partitions} (start kaflet with --default-partitions)")
+        raise RuntimeError(
+            f"{name} has {got} partitions, wanted {partitions} (without CreateTopics: start kaflet with --default-partitions)"
+        )
