@@ -93,6 +93,7 @@ def group_run(conn: Any, bootstrap: str, group: str, members: int, timeout: floa
     last = time.perf_counter()
     everyone = list(range(members))
     formed = poll_until(everyone, None, last)
+    rounds = max(assigns)  # generations the longest-standing member went through
 
     victim = next(i for i in everyone if 0 in (owned[i] or ()))
     survivors = [i for i in everyone if i != victim]
@@ -101,7 +102,7 @@ def group_run(conn: Any, bootstrap: str, group: str, members: int, timeout: floa
     threading.Thread(target=consumers[victim][0].close, daemon=True).start()
     reformed = poll_until(survivors, before, closed)
     # No orderly close of the rest: each close would be another rebalance. The process exits.
-    return {"formed": formed, "formed_from_first": formed + (last - first), "reformed": reformed}
+    return {"formed": formed, "formed_from_first": formed + (last - first), "reformed": reformed, "rounds": rounds}
 
 
 def measure(ctx: Context, members: int, target: Any) -> dict[str, Any]:
@@ -129,6 +130,7 @@ def run(ctx: Context) -> list[Row]:
                 wire.ensure_topic(m, TOPIC, PARTITIONS)
                 runs["mock"].append(measure(ctx, members, m))
         rows += group_rows(members, runs, "not served yet" if missing else "")
+        ctx.raw[f"{members}_members"] = runs
     ctx.raw.update(session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, initial_rebalance_delay_ms=delay)
     ctx.note(
         f"session.timeout.ms {SESSION_MS}, heartbeat.interval.ms {HEARTBEAT_MS}, group.initial.rebalance.delay.ms {delay} on both; "
