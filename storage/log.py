@@ -124,9 +124,11 @@ class PartitionLog:
         if not self.segments:
             self._add_segment(Segment(directory, log_start_offset, index_bytes, config.index_interval_bytes, create=True))
         self.recovery_point = recovery_point if recovery_point is not None else 0
-        if clean and recovery_point is not None:
-            self.active.load_tail(config.index_interval_bytes)
-        else:
+        trusted = clean and recovery_point is not None
+        if not trusted or not self.active.load_tail(config.index_interval_bytes):
+            if trusted:
+                # A clean shutdown left a tail that is not whole batches: check the active segment.
+                self.recovery_point = min(self.recovery_point, self.active.base_offset)
             self._recover()
         self.next_offset = self.active.next_offset
         if self.active.size == 0:

@@ -88,21 +88,26 @@ class Segment:
             self.time_index.write_all()
         self.indexes_loaded = True
 
-    def load_tail(self, index_interval: int) -> None:
+    def load_tail(self, index_interval: int) -> bool:
         """For the active segment after a clean shutdown: find the next offset and max timestamp
-        by scanning from the last index entry to the end of the file."""
+        by scanning from the last index entry to the end of the file. False when the batches do
+        not end exactly at the end of the file (then the caller recovers the segment)."""
         self.ensure_indexes()
         pos = self.index.values[-1] if len(self.index) else 0
         since = 0
+        end = pos
         for _buf, _p, header in self.iter_batches(pos):
             self.next_offset = header.base_offset + header.last_offset_delta + 1
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = self.next_offset - 1
-            since += header.batch_length + LOG_OVERHEAD
+            size = header.batch_length + LOG_OVERHEAD
+            since += size
+            end += size
         self.bytes_since_index = since
         if self.size == 0:
             self.next_offset = self.base_offset
+        return end == self.size
 
     def scan(self, validate: bool, index_interval: int) -> int:
         """Rebuild indexes and tail facts by reading every batch. With `validate`, each batch is

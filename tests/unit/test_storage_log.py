@@ -316,3 +316,15 @@ def test_segment_read_of_a_batch_larger_than_the_scan_window(tmp_path: Path) -> 
     seg: Segment = log.active
     assert [h.base_offset for *_x, h in seg.iter_batches(chunk=4096)] == [0, 1, 2]
     log.close()
+
+
+def test_a_tail_cut_after_a_clean_shutdown_is_recovered_too(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for _ in range(5):
+        log.append(batch(1))
+    log.close()
+    torn(tmp_path / "t-0" / "00000000000000000000.log", 10, b"")
+    log = open_log(tmp_path, rp=5)
+    assert log.log_end_offset == 4
+    assert log.append(batch(1)).base_offset == 4
+    log.close()
