@@ -13,7 +13,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from protocol.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, InvalidBatch, validate_batch
+from crc32c import crc32c
+
+from protocol.records import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -33,9 +35,11 @@ def segment_name(base_offset: int) -> str:
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    written = os.write(fd, data)
+    if written != len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 class Segment:
@@ -124,6 +128,10 @@ class Segment:
         end = self.size
         bad_at = -1
         fd = self.fd
+        unpack = HEADER.unpack_from
+        next_offset = self.base_offset
+        max_ts, max_ts_offset = -1, -1
+        first_ts: int | None = None
         buf = b""
         buf_start = 0  # buf holds the file from buf_start
         while pos < end:
@@ -142,30 +150,37 @@ class Segment:
                 if len(buf) < size:
                     bad_at = pos
                     break
-            if validate:
-                try:
-                    header = validate_batch(buf, off, off + size)
-                except InvalidBatch:
-                    bad_at = pos
-                    break
-                if header.base_offset < self.next_offset:
-                    bad_at = pos
-                    break
-            else:
-                header = BatchHeader._make(HEADER.unpack_from(buf, off))
-            last = header.base_offset + header.last_offset_delta
-            if self.first_batch_timestamp == -1:
-                self.first_batch_timestamp = header.max_timestamp
-            if header.max_timestamp > self.max_timestamp:
-                self.max_timestamp = header.max_timestamp
-                self.offset_of_max_timestamp = last
+            header = unpack(buf, off)
+            if (
+                validate
+                and (
+                    header[3] != 2  # magic
+                    or header[12] < 0  # record count
+                    or header[6] < 0  # last offset delta
+                    or header[0] < next_offset  # offsets must increase
+                    or header[4] != crc32c(memoryview(buf)[off + CRC_START : off + size])
+                )
+            ):
+                bad_at = pos
+                break
+            last = header[0] + header[6]
+            ts = header[8]
+            if first_ts is None:
+                first_ts = ts
+            if ts > max_ts:
+                max_ts = ts
+                max_ts_offset = last
             if since > index_interval:
                 self.index.append(last, pos)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.time_index.maybe_append(max_ts, max_ts_offset)
                 since = 0
             since += size
-            self.next_offset = last + 1
+            next_offset = last + 1
             pos += size
+        self.next_offset = next_offset
+        self.max_timestamp = max_ts
+        self.offset_of_max_timestamp = max_ts_offset
+        self.first_batch_timestamp = -1 if first_ts is None else first_ts
         self.bytes_since_index = since
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -312,14 +327,14 @@ class Segment:
 def iter_file_batches(fd: int, pos: int, end: int, chunk: int = CHUNK) -> Iterator[tuple[bytes, int, BatchHeader]]:
     """Whole batches of a log file between `pos` and `end`, read with `pread` in chunks."""
     unpack = HEADER.unpack_from
-    make = BatchHeader._make
+    new = tuple.__new__
     while end - pos >= HEADER_SIZE:
         buf = os.pread(fd, min(chunk, end - pos), pos)
         n = len(buf)
         p = 0
         while n - p >= HEADER_SIZE:
-            header = make(unpack(buf, p))
-            size = header.batch_length + LOG_OVERHEAD
+            header = new(BatchHeader, unpack(buf, p))
+            size = header[1] + LOG_OVERHEAD
             if size < HEADER_SIZE:
                 return
             if p + size > n:
@@ -335,6 +350,6 @@ def iter_file_batches(fd: int, pos: int, end: int, chunk: int = CHUNK) -> Iterat
             buf = os.pread(fd, size, pos)
             if len(buf) < size:
                 return
-            yield buf, 0, make(unpack(buf, 0))
+            yield buf, 0, new(BatchHeader, unpack(buf, 0))
             p = size
         pos += p
