@@ -25,6 +25,8 @@ class LogConfig:
     max_compaction_lag_ms: int = LONG_MAX
     max_message_bytes: int = 1_048_588
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000  # Kafka 4's default (KIP-1030)
     index_interval_bytes: int = 4096
     segment_index_bytes: int = 10 * MIB
     producer_id_expiration_ms: int = 86_400_000
@@ -41,15 +43,17 @@ class LogConfig:
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
-    def with_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
-        """These defaults overridden by a topic's string configs (unknown keys are ignored)."""
+    def with_topic_configs(self, configs: Mapping[str, object]) -> LogConfig:
+        """These defaults overridden by a topic's configs: stored strings, or typed values such
+        as `broker.topic_configs.effective_configs` returns (unknown keys are ignored)."""
         changes: dict[str, object] = {}
         for key, raw in configs.items():
             name = key.replace(".", "_")
             if name not in _PARSERS or raw is None:
                 continue
+            text = ",".join(raw) if isinstance(raw, (list, tuple, set, frozenset)) else str(raw)
             try:
-                changes[name] = _PARSERS[name](str(raw))
+                changes[name] = _PARSERS[name](text)
             except ValueError as exc:
                 raise ValueError(f"invalid value {raw!r} for topic config {key}") from exc
         return dataclasses.replace(self, **changes) if changes else self
@@ -80,6 +84,8 @@ _PARSERS = {
     "max_compaction_lag_ms": int,
     "max_message_bytes": int,
     "message_timestamp_type": _timestamp_type,
+    "message_timestamp_before_max_ms": int,
+    "message_timestamp_after_max_ms": int,
     "index_interval_bytes": int,
     "segment_index_bytes": int,
 }

@@ -48,3 +48,7 @@ class RecordErrors(InvalidRecord):
     def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
         super().__init__(message)
         self.record_errors = record_errors
+
+
+class InvalidTimestamps(RecordErrors):
+    code = ErrorCode.INVALID_TIMESTAMP

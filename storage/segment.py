@@ -133,24 +133,29 @@ class Segment:
         max_ts, max_ts_offset = -1, -1
         first_ts: int | None = None
         buf = b""
+        buf_len = 0
         buf_start = 0  # buf holds the file from buf_start
+        index_append = self.index.append
+        time_index_append = self.time_index.maybe_append
         while pos < end:
             off = pos - buf_start
-            if len(buf) - off < HEADER_SIZE:
+            if buf_len - off < HEADER_SIZE:
                 buf, buf_start, off = os.pread(fd, min(CHUNK, end - pos), pos), pos, 0
-                if len(buf) < HEADER_SIZE:
-                    bad_at = pos
-                    break
-            size = _I32.unpack_from(buf, off + 8)[0] + LOG_OVERHEAD
-            if size < HEADER_SIZE or pos + size > end:
-                bad_at = pos
-                break
-            if len(buf) - off < size:
-                buf, buf_start, off = os.pread(fd, max(size, min(CHUNK, end - pos)), pos), pos, 0
-                if len(buf) < size:
+                buf_len = len(buf)
+                if buf_len < HEADER_SIZE:
                     bad_at = pos
                     break
             header = unpack(buf, off)
+            size = header[1] + LOG_OVERHEAD
+            if size < HEADER_SIZE or pos + size > end:
+                bad_at = pos
+                break
+            if buf_len - off < size:
+                buf, buf_start, off = os.pread(fd, max(size, min(CHUNK, end - pos)), pos), pos, 0
+                buf_len = len(buf)
+                if buf_len < size:
+                    bad_at = pos
+                    break
             if (
                 validate
                 and (
@@ -165,14 +170,14 @@ class Segment:
                 break
             last = header[0] + header[6]
             ts = header[8]
-            if first_ts is None:
-                first_ts = ts
             if ts > max_ts:
                 max_ts = ts
                 max_ts_offset = last
+            if first_ts is None:
+                first_ts = ts
             if since > index_interval:
-                self.index.append(last, pos)
-                self.time_index.maybe_append(max_ts, max_ts_offset)
+                index_append(last, pos)
+                time_index_append(max_ts, max_ts_offset)
                 since = 0
             since += size
             next_offset = last + 1

@@ -8,12 +8,18 @@ on the produce path and relies on the CRC for integrity.)
 
 from __future__ import annotations
 
-from protocol.records import HEADER_SIZE, BatchHeader, InvalidBatch, batch_crc, iter_all_records, read_header
-from storage.config import LogConfig
-from storage.errors import CorruptRecord, InvalidRecord, RecordErrors, RecordTooLarge
+import time
+
+from protocol.records import HEADER_SIZE, TIMESTAMP_TYPE_BIT, BatchHeader, InvalidBatch, batch_crc, iter_all_records, read_header
+from storage.config import LONG_MAX, LogConfig
+from storage.errors import CorruptRecord, InvalidRecord, InvalidTimestamps, RecordErrors, RecordTooLarge
 
 
-def validate_client_batch(batch: bytes | bytearray | memoryview, config: LogConfig, name: str) -> BatchHeader:
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def validate_client_batch(batch: bytes | bytearray | memoryview, config: LogConfig, name: str, now: int | None = None) -> BatchHeader:
     """`batch` holds exactly one v2 batch (the request layer checked framing and magic)."""
     header = read_header(batch)
     if header.base_offset != 0:
@@ -43,7 +49,40 @@ def validate_client_batch(batch: bytes | bytearray | memoryview, config: LogConf
         )
     if config.compact:
         _check_keys(batch, header, name)
+    _check_timestamps(batch, header, config, now_ms() if now is None else now)
     return header
+
+
+def _check_timestamps(batch: bytes | bytearray | memoryview, header: BatchHeader, config: LogConfig, now: int) -> None:
+    """message.timestamp.before/after.max.ms for CreateTime topics; a LogAppendTime topic refuses
+    batches that already claim LogAppendTime. Records are decoded only when a bound could be
+    crossed: the batch's maxTimestamp settles the default case (no lower bound)."""
+    if config.log_append_time:
+        if header.attributes & TIMESTAMP_TYPE_BIT:
+            message = "Invalid timestamp type in message. Producer should not set timestamp type to LogAppendTime."
+            raise InvalidTimestamps(
+                "One or more records have been rejected due to invalid timestamp", [(i, message) for i in range(header.record_count)]
+            )
+        return
+    before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+    if header.max_timestamp - now <= after and before >= LONG_MAX:
+        return
+    errors = []
+    low, high = now - before, now + after
+    try:
+        for i, rec in enumerate(iter_all_records(batch, 0, header)):
+            ts = rec.timestamp
+            if ts != -1 and (now - ts > before or ts - now > after):
+                errors.append(
+                    (
+                        i,
+                        f"Timestamp {ts} of message with offset {rec.offset} is out of range. The timestamp should be within [{low}, {high}]",
+                    )
+                )
+    except (InvalidBatch, IndexError, ValueError) as exc:
+        raise CorruptRecord(f"Record is corrupt: {exc}") from exc
+    if errors:
+        raise InvalidTimestamps("One or more records have been rejected due to invalid timestamp", errors)
 
 
 def _check_keys(batch: bytes | bytearray | memoryview, header: BatchHeader, name: str) -> None:

@@ -214,3 +214,25 @@ async def test_fsync_always_answers_after_the_group_commit(make_config: Callable
             log = b.logs.get("durable", p)
             assert log is not None and log.recovery_point == log.log_end_offset == 6
         await client.close()
+
+
+async def test_timestamps_out_of_range_are_rejected_per_record(broker: Broker, raw: Callable[..., Any]) -> None:
+    import time
+
+    broker.topics.create("ts", 1, {"message.timestamp.before.max.ms": "60000"})
+    client: RawClient = await raw()
+    now = int(time.time() * 1000)
+    body = bytearray()
+    for i, ts in enumerate([now, now - 120_000, now + 7_200_000]):  # fine, too old, too far ahead (default 1 h)
+        r.encode_record(body, i, ts - now, b"k", b"v")
+    batch = bytes(r._assemble(body, 3, 2, now, now + 7_200_000, 0, -1, -1, -1, 0, -1))
+    res = d.produce_result(await client.request(d.produce("ts", 0, batch)))
+    assert res.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert res.error_message == "One or more records have been rejected due to invalid timestamp"
+    assert [e.batch_index for e in res.record_errors] == [1, 2]
+    assert "is out of range. The timestamp should be within" in res.record_errors[0].batch_index_error_message
+    assert log_end(broker, "ts") == 0
+    broker.topics.create("lat2", 1, {"message.timestamp.type": "LogAppendTime"})
+    claims = d.batch(2, attributes=r.TIMESTAMP_TYPE_BIT)
+    res = d.produce_result(await client.request(d.produce("lat2", 0, claims)))
+    assert res.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in res.record_errors] == [0, 1]
