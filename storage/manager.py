@@ -164,7 +164,8 @@ class LogManager:
             clean=clean,
         )
         if created and self.fsync == "always":
-            fsync_dir(self.dir)
+            fsync_dir(directory)  # its first segment's entry
+            fsync_dir(self.dir)  # the partition directory's entry
         plog.on_roll = self._on_roll
         plog.on_log_start_changed = self._on_log_start_changed
         return plog
@@ -232,7 +233,10 @@ class LogManager:
 
     def _remove_dir_later(self, path: Path) -> None:
         # On the cleaner's thread: after any compaction pass that may still hold the files.
-        self._clean_pool.submit(shutil.rmtree, path, True)
+        try:
+            self._clean_pool.submit(shutil.rmtree, path, True)
+        except RuntimeError:  # closed: the next start-up removes it
+            pass
 
     # -- access -----------------------------------------------------------------------------
 
