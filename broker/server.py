@@ -16,7 +16,10 @@ from broker.config import Config
 from broker.connection import KafkaConnection
 from broker.datadir import DataDir
 from broker.faults import FaultInjector
+from broker.log_config import log_config
+from broker.producer_ids import ProducerIdManager
 from broker.topics import TopicManager
+from storage.manager import LogManager
 
 log = structlog.get_logger("kaflet.broker")
 
@@ -51,6 +54,8 @@ class Broker:
         self._stopped = asyncio.Event()
         self.datadir: DataDir | None = None
         self.topics: TopicManager
+        self.logs: LogManager
+        self.producer_ids: ProducerIdManager
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -61,6 +66,17 @@ class Broker:
         self.started_at = time.time()
         self.datadir = DataDir(self.config.data_dir, self.config.node_id, self.config.offsets_partitions)
         self.topics = TopicManager(self.datadir.path, self.config)
+        self.producer_ids = ProducerIdManager(self.datadir.path)
+        self.logs = LogManager(
+            self.datadir.path,
+            lambda topic: log_config(topic, self.config),
+            fsync=self.config.fsync,
+            retention_check_interval_ms=self.config.log_retention_check_interval_ms,
+            compaction_interval_ms=self.config.offsets_compaction_interval_ms,
+        )
+        self.logs.load(self.topics.topics.values())
+        self.logs.subscribe(self.topics)
+        await self.logs.start()
         await self._listen()
         self.accepting = True
         self._idle_task = asyncio.get_running_loop().create_task(self._close_idle_connections())
@@ -85,6 +101,9 @@ class Broker:
             self._idle_task.cancel()
         for conn in list(self.connections):
             conn.stop_reading()
+        from broker.apis.fetch import wake_parked_fetches
+
+        wake_parked_fetches(self)  # long polls answer now instead of at max_wait
         in_flight = [c.in_flight for c in self.connections if c.in_flight is not None]
         if in_flight:
             await asyncio.wait(in_flight, timeout=5)
@@ -95,6 +114,9 @@ class Broker:
                 await asyncio.wait_for(server.wait_closed(), timeout=1)
             except TimeoutError:
                 pass
+        logs: LogManager | None = self.__dict__.get("logs")
+        if logs is not None:
+            await logs.close()
         if self.datadir is not None:
             self.datadir.close()
         if self._temp_dir is not None:
