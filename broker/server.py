@@ -17,7 +17,10 @@ from broker.config import Config
 from broker.connection import KafkaConnection
 from broker.datadir import DataDir
 from broker.faults import FaultInjector
+from broker.log_config import log_config
+from broker.producer_ids import ProducerIdManager
 from broker.topics import TopicManager
+from storage.manager import LogManager
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
@@ -55,6 +58,8 @@ class Broker:
         self._stopped = asyncio.Event()
         self.datadir: DataDir | None = None
         self.topics: TopicManager
+        self.logs: LogManager
+        self.producer_ids: ProducerIdManager
         self.clock = Clock()
         self.coordinator: GroupCoordinator | None = None
 
@@ -67,6 +72,17 @@ class Broker:
         self.started_at = time.time()
         self.datadir = DataDir(self.config.data_dir, self.config.node_id, self.config.offsets_partitions)
         self.topics = TopicManager(self.datadir.path, self.config)
+        self.producer_ids = ProducerIdManager(self.datadir.path)
+        self.logs = LogManager(
+            self.datadir.path,
+            lambda topic: log_config(topic, self.config),
+            fsync=self.config.fsync,
+            retention_check_interval_ms=self.config.log_retention_check_interval_ms,
+            compaction_interval_ms=self.config.offsets_compaction_interval_ms,
+        )
+        self.logs.load(self.topics.topics.values())
+        self.logs.subscribe(self.topics)
+        await self.logs.start()
         from broker.coordinator.service import GroupCoordinator
 
         self.coordinator = GroupCoordinator(self)
@@ -97,6 +113,9 @@ class Broker:
             conn.stop_reading()
         if self.coordinator is not None:
             await self.coordinator.stop()  # parked JoinGroup/SyncGroup get NOT_COORDINATOR (CT-6)
+        from broker.apis.fetch import wake_parked_fetches
+
+        wake_parked_fetches(self)  # long polls answer now instead of at max_wait
         in_flight = [c.in_flight for c in self.connections if c.in_flight is not None]
         if in_flight:
             await asyncio.wait(in_flight, timeout=5)
@@ -107,6 +126,9 @@ class Broker:
                 await asyncio.wait_for(server.wait_closed(), timeout=1)
             except TimeoutError:
                 pass
+        logs: LogManager | None = self.__dict__.get("logs")
+        if logs is not None:
+            await logs.close()
         if self.datadir is not None:
             self.datadir.close()
         if self._temp_dir is not None:

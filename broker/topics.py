@@ -76,6 +76,7 @@ class TopicManager:
         self.on_created: list[TopicListener] = []
         self.on_deleted: list[TopicListener] = []
         self.on_partitions_added: list[Callable[[Topic, int], Any]] = []
+        self.on_configs_changed: list[TopicListener] = []
         if self.path.exists():
             stored = read_json(self.path)
             for name, entry in stored.get("topics", {}).items():
@@ -153,5 +154,8 @@ class TopicManager:
         return topic
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.topics[name].configs = dict(configs)
+        topic = self.topics[name]
+        topic.configs = dict(configs)
         self._save()
+        for listener in self.on_configs_changed:
+            listener(topic)

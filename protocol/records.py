@@ -412,3 +412,149 @@ def control_record_type(key: bytes | None) -> int | None:
     if key is None or len(key) < 4:
         return None
     return struct.unpack_from(">h", key, 2)[0]
+
+
+# -- compressed batches and rewriting (compaction, timestamp lookups) -------------------
+
+COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def decompress_records(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
+    """The record section of a batch, decompressed (kafka-python's codecs; Kafka's framings)."""
+    from kafka import codec
+
+    data = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
+    kind = header.compression
+    if kind == 0:
+        return data
+    try:
+        if kind == 1:
+            return codec.gzip_decode(data)
+        if kind == 2 and codec.has_snappy():
+            return codec.snappy_decode(data)
+        if kind == 3 and codec.has_lz4():
+            return codec.lz4_decode(data)
+        if kind == 4 and codec.has_zstd():
+            return codec.zstd_decode(data)
+    except Exception as exc:  # each codec raises its own kinds on bad input
+        raise InvalidBatch(f"{COMPRESSION_NAMES.get(kind, kind)} data does not decompress: {exc}") from exc
+    raise InvalidBatch(f"no codec for compression type {COMPRESSION_NAMES.get(kind, kind)}", "codec")
+
+
+def iter_all_records(buf: bytes | bytearray | memoryview, pos: int = 0, header: BatchHeader | None = None) -> Iterator[Record]:
+    """Records of any batch, decompressing if needed. With LogAppendTime every record carries
+    the batch's maxTimestamp, as Kafka's consumers read it."""
+    header = read_header(buf, pos) if header is None else header
+    if header.compression:
+        body = decompress_records(buf, pos, header)
+        records = _iter_record_bodies(body, 0, len(body), header)
+    else:
+        records = _iter_record_bodies(buf, pos + HEADER_SIZE, pos + header.size, header)
+    if header.attributes & TIMESTAMP_TYPE_BIT:
+        ts = header.max_timestamp
+        for rec in records:
+            yield rec._replace(timestamp=ts)
+    else:
+        yield from records
+
+
+def rebuild_batch(header: BatchHeader, records: Sequence[Record], delete_horizon_ms: int | None = None) -> bytearray:
+    """An uncompressed batch holding `records` (a subset of the batch `header` describes), with
+    the same base offset, last offset delta, producer fields and flags, as Kafka's cleaner
+    writes it. With a delete horizon, baseTimestamp carries it and the DELETE_HORIZON bit is set
+    (record timestamps stay exact: their deltas are taken from it)."""
+    base_offset = header.base_offset
+    attributes = header.attributes & ~COMPRESSION_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_BIT
+        base_ts = delete_horizon_ms
+    elif header.attributes & DELETE_HORIZON_BIT:
+        base_ts = header.base_timestamp
+    else:
+        base_ts = records[0].timestamp if records else header.max_timestamp
+    body = bytearray()
+    max_ts = -1
+    for rec in records:
+        encode_record(body, rec.offset - base_offset, rec.timestamp - base_ts, rec.key, rec.value, rec.headers)
+        max_ts = max(max_ts, rec.timestamp)
+    if header.attributes & TIMESTAMP_TYPE_BIT or not records:
+        max_ts = header.max_timestamp
+    return _assemble(
+        body,
+        len(records),
+        header.last_offset_delta,
+        base_ts,
+        max_ts,
+        base_offset,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        attributes,
+        header.partition_leader_epoch,
+    )
+
+
+def delete_horizon(header: BatchHeader) -> int | None:
+    return header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
+
+
+def key_values(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record of an uncompressed batch, as a list: the replay fast
+    path over `PartitionLog.iter_batches` (whose chunks are bytes, so keys and values are
+    sliced out once, not copied twice)."""
+    if type(buf) is not bytes:
+        buf = bytes(memoryview(buf)[pos : pos + header[1] + LOG_OVERHEAD])
+        pos = 0
+    p = pos + HEADER_SIZE
+    base_offset = header[0]
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    dv = decode_varint
+    for _ in range(header[12]):
+        b = buf[p]
+        if b < 0x80:
+            p += 1
+        else:
+            _, p = dv(buf, p)
+        p += 1  # attributes
+        while buf[p] >= 0x80:  # timestamp delta, skipped
+            p += 1
+        b = buf[p + 1]
+        if b < 0x80:
+            off_delta = (b >> 1) ^ -(b & 1)
+            p += 2
+        else:
+            off_delta, p = dv(buf, p + 1)
+        b = buf[p]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            klen, p = dv(buf, p)
+        if klen < 0:
+            key = None
+        else:
+            key = buf[p : p + klen]
+            p += klen
+        b = buf[p]
+        if b < 0x80:
+            vlen = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            vlen, p = dv(buf, p)
+        if vlen < 0:
+            value = None
+        else:
+            value = buf[p : p + vlen]
+            p += vlen
+        if buf[p] == 0:
+            p += 1
+        else:
+            hcount, p = dv(buf, p)
+            for _h in range(hcount):
+                hklen, p = dv(buf, p)
+                p += hklen
+                hvlen, p = dv(buf, p)
+                if hvlen > 0:
+                    p += hvlen
+        out.append((base_offset + off_delta, key, value))
+    return out

@@ -22,6 +22,8 @@ def test_built_batch_is_read_back_by_kafka_python(items: list[tuple[bytes | None
     assert [(rec.offset, rec.key, rec.value) for rec in theirs] == [(base + i, k, v) for i, (k, v) in enumerate(items)]
     assert [(rec.offset, rec.key, rec.value) for rec in r.iter_records(batch)] == [(base + i, k, v) for i, (k, v) in enumerate(items)]
     assert list(r.iter_key_values(batch, 0, header)) == [(base + i, k, v) for i, (k, v) in enumerate(items)]
+    assert r.key_values(batch, 0, header) == [(base + i, k, v) for i, (k, v) in enumerate(items)]
+    assert r.key_values(b"pad" + bytes(batch), 3, header) == [(base + i, k, v) for i, (k, v) in enumerate(items)]
 
 
 def test_kafka_python_batches_with_headers_iterate() -> None:
@@ -38,6 +40,7 @@ def test_kafka_python_batches_with_headers_iterate() -> None:
         (1, 1005, None, b"v2", ()),
     ]
     assert list(r.iter_key_values(batch, 0, header)) == [(0, b"k", b"v"), (1, None, b"v2")]
+    assert r.key_values(batch, 0, header) == [(0, b"k", b"v"), (1, None, b"v2")]
 
 
 def test_patch_base_offset_keeps_crc_valid() -> None:

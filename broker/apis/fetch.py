@@ -1,0 +1,234 @@
+"""Fetch v4-v16: whole stored batches, long-polled, answered as a list of buffers.
+
+Sessions: kaflet answers sessionless, as a Kafka broker with
+max.incremental.fetch.session.cache.slots=0 does. A full fetch (epoch 0 or -1) gets session
+id 0, which tells clients that no session was created; they keep sending full fetches
+(librdkafka, aiokafka and kcat never use sessions; the Java client and kafka-python fall back
+on their own). An incremental fetch (epoch > 0) names a session that cannot exist and gets
+FETCH_SESSION_ID_NOT_FOUND, after which clients start over with a full fetch.
+
+Reads follow Kafka's ReplicaManager.readFromLog: partitions in request order, each limited to
+min(partition_max_bytes, what is left of max_bytes), and the first batch of the first
+partition with data is returned even when larger than both. Record sets are slices of the
+bytes read from the segment files, never decoded. When less than min_bytes is available the
+request parks until appends to its partitions bring enough (each append wakes it), or until
+max_wait_ms, then reads again.
+
+last_fetched_epoch (v12+) is not checked: every batch here is of leader epoch 0, so a
+consumer's log never diverges from this broker's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.context import RequestContext
+from broker.registry import api
+from protocol.apis import ApiKey
+from protocol.encode import I16, I32, I64, NO_TAGS, array_len, bytes_len, string
+from protocol.errors import ErrorCode
+from storage.errors import OffsetOutOfRange
+from storage.log import LEADER_EPOCH
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+    from storage.log import PartitionLog
+
+_FLEXIBLE_FROM = 12
+_TOPIC_IDS_FROM = 13
+_PARKED: weakref.WeakKeyDictionary[Broker, set[asyncio.Future[None]]] = weakref.WeakKeyDictionary()
+_EMPTY = b""
+
+
+@dataclass(slots=True)
+class _Partition:
+    index: int
+    fetch_offset: int
+    max_bytes: int
+    leader_epoch: int
+    log: PartitionLog | None
+    error: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = _EMPTY
+
+
+@dataclass(slots=True)
+class _Topic:
+    name: str | None
+    topic_id: Any
+    partitions: list[_Partition]
+
+
+def encode_response(version: int, error: int, topics: list[_Topic], read_committed: bool) -> list[Any]:
+    """FetchResponse v4-v16 as a list of buffers (record sets are not copied)."""
+    flex = version >= _FLEXIBLE_FROM
+    head = [I32.pack(0)]  # throttle_time_ms
+    if version >= 7:
+        head.append(I16.pack(error) + I32.pack(0))  # error code, session id 0: sessionless
+    head.append(array_len(len(topics), flex))
+    out: list[Any] = [b"".join(head)]
+    meta = bytearray()
+    for t in topics:
+        if version >= _TOPIC_IDS_FROM:
+            meta += t.topic_id.bytes
+        else:
+            meta += string(t.name, flex)
+        meta += array_len(len(t.partitions), flex)
+        for p in t.partitions:
+            meta += I32.pack(p.index)
+            meta += I16.pack(p.error)
+            meta += I64.pack(p.high_watermark)
+            meta += I64.pack(p.last_stable_offset)
+            if version >= 5:
+                meta += I64.pack(p.log_start_offset)
+            # Aborted transactions: null when reading uncommitted, none to report otherwise.
+            meta += array_len(0 if read_committed and not p.error else None, flex)
+            if version >= 11:
+                meta += I32.pack(-1)  # preferred_read_replica
+            records = p.records
+            meta += bytes_len(len(records), flex)
+            if records:
+                out.append(bytes(meta))
+                out.append(records)
+                meta = bytearray()
+            if flex:
+                meta += NO_TAGS
+        if flex:
+            meta += NO_TAGS
+    if flex:
+        meta += NO_TAGS
+    out.append(bytes(meta))
+    return out
+
+
+def _resolve(ctx: RequestContext, request: Any) -> list[_Topic]:
+    broker = ctx.broker
+    version = ctx.api_version
+    topics_mgr = broker.topics
+    logs = broker.logs
+    by_id = version >= _TOPIC_IDS_FROM
+    out: list[_Topic] = []
+    for t in request.topics:
+        if by_id:
+            topic = topics_mgr.get_by_id(t.topic_id)
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            topic = topics_mgr.get(t.topic)
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        parts = []
+        for p in t.partitions:
+            log = logs.get(topic.name, p.partition) if topic is not None else None
+            part = _Partition(p.partition, p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1), log)
+            if topic is None:
+                part.error = missing
+            elif log is None:
+                part.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.leader_epoch != -1 and part.leader_epoch != LEADER_EPOCH:
+                part.error = ErrorCode.FENCED_LEADER_EPOCH if part.leader_epoch < LEADER_EPOCH else ErrorCode.UNKNOWN_LEADER_EPOCH
+            parts.append(part)
+        out.append(_Topic(topic.name if topic is not None else getattr(t, "topic", None), getattr(t, "topic_id", None), parts))
+    return out
+
+
+def _read(topics: list[_Topic], max_bytes: int) -> tuple[int, bool]:
+    """Read every partition; returns (bytes read, whether some partition has an error)."""
+    limit = max_bytes
+    min_one = True
+    total = 0
+    errors = False
+    for t in topics:
+        for p in t.partitions:
+            log = p.log
+            if log is not None and log.closed and p.error == 0:
+                p.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if p.error:
+                errors = True
+                p.records = _EMPTY
+                continue
+            assert log is not None
+            try:
+                data = log.read(p.fetch_offset, min(p.max_bytes, limit), min_one)
+            except OffsetOutOfRange:
+                p.error = ErrorCode.OFFSET_OUT_OF_RANGE
+                p.high_watermark = p.last_stable_offset = p.log_start_offset = -1
+                p.records = _EMPTY
+                errors = True
+                continue
+            p.high_watermark = log.high_watermark
+            p.last_stable_offset = log.last_stable_offset
+            p.log_start_offset = log.log_start_offset
+            if data is None:
+                p.records = _EMPTY
+                continue
+            p.records = data
+            n = len(data)
+            total += n
+            limit = max(0, limit - n)
+            min_one = False
+    return total, errors
+
+
+def _error(request: Any, code: ErrorCode) -> list[Any]:
+    version = request.API_VERSION
+    if version >= _TOPIC_IDS_FROM:
+        return encode_response(version, code, [], False)
+    topics = [_Topic(t.topic, None, [_Partition(p.partition, 0, 0, -1, None, int(code)) for p in t.partitions]) for t in request.topics]
+    return encode_response(version, code if version >= 7 else 0, topics, False)
+
+
+@api(ApiKey.FETCH, 4, 16, error_response=_error)
+def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    if version >= 7 and request.session_epoch not in (0, -1):
+        # An incremental fetch: kaflet creates no sessions, so none can be found.
+        return encode_response(version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, [], False)
+    read_committed = request.isolation_level == 1
+    topics = _resolve(ctx, request)
+    max_bytes = request.max_bytes
+    total, errors = _read(topics, max_bytes)
+    if request.max_wait_ms <= 0 or total >= request.min_bytes or errors or not topics or not ctx.broker.accepting:
+        return encode_response(version, 0, topics, read_committed)
+    return _park(ctx.broker, version, topics, max_bytes, request.min_bytes - total, request.max_wait_ms, read_committed)
+
+
+async def _park(
+    broker: Broker, version: int, topics: list[_Topic], max_bytes: int, needed: int, max_wait_ms: int, read_committed: bool
+) -> list[Any]:
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    got = [0]
+
+    def on_append(size: int) -> None:
+        got[0] += size
+        if (size == 0 or got[0] >= needed) and not done.done():
+            done.set_result(None)
+
+    logs = {id(p.log): p.log for t in topics for p in t.partitions if p.log is not None}
+    for log in logs.values():
+        assert log is not None
+        log.add_waiter(on_append)
+    parked = _PARKED.setdefault(broker, set())
+    parked.add(done)
+    timer = loop.call_later(max_wait_ms / 1000, lambda: done.done() or done.set_result(None))
+    try:
+        await done
+    finally:
+        timer.cancel()
+        parked.discard(done)
+        for log in logs.values():
+            assert log is not None
+            log.remove_waiter(on_append)
+    _read(topics, max_bytes)
+    return encode_response(version, 0, topics, read_committed)
+
+
+def wake_parked_fetches(broker: Broker) -> None:
+    """At shutdown: parked fetches answer with what they have."""
+    for fut in list(_PARKED.get(broker, ())):
+        if not fut.done():
+            fut.set_result(None)

@@ -1,0 +1,59 @@
+"""OffsetForLeaderEpoch v2-v4: the end offset of a leader epoch (consumers validate positions).
+
+Every partition here has one leader epoch, 0, which began at the log start offset (Kafka's
+leader epoch cache holds one entry, (0, log start), for a partition led by one broker since
+its creation). So, as LeaderEpochFileCache.endOffsetFor answers: epoch 0 ends at the log end
+offset; an undefined (-1) or later epoch is unknown (-1, -1); an earlier one ends where epoch
+0 starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import OffsetForLeaderEpochResponse
+
+from broker.context import RequestContext
+from broker.registry import api
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from storage.log import LEADER_EPOCH
+
+_Topic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+_Partition = _Topic.EpochEndOffset
+UNDEFINED_EPOCH = -1
+
+
+def _part(index: int, code: int = 0, epoch: int = -1, end_offset: int = -1) -> Any:
+    return _Partition(error_code=code, partition=index, leader_epoch=epoch, end_offset=end_offset)
+
+
+def _error(request: Any, code: ErrorCode) -> Any:
+    topics = [_Topic(topic=t.topic, partitions=[_part(p.partition, code) for p in t.partitions]) for t in request.topics]
+    return OffsetForLeaderEpochResponse(version=request.version, throttle_time_ms=0, topics=topics)
+
+
+@api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, error_response=_error)
+def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.broker.logs
+    topics_mgr = ctx.broker.topics
+    out = []
+    for t in request.topics:
+        parts = []
+        known = topics_mgr.get(t.topic) is not None
+        for p in t.partitions:
+            log = logs.get(t.topic, p.partition) if known else None
+            current = p.current_leader_epoch
+            if log is None:
+                parts.append(_part(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            elif current != -1 and current != LEADER_EPOCH:
+                code = ErrorCode.FENCED_LEADER_EPOCH if current < LEADER_EPOCH else ErrorCode.UNKNOWN_LEADER_EPOCH
+                parts.append(_part(p.partition, code))
+            elif p.leader_epoch == LEADER_EPOCH:
+                parts.append(_part(p.partition, 0, LEADER_EPOCH, log.log_end_offset))
+            elif p.leader_epoch == UNDEFINED_EPOCH or p.leader_epoch > LEADER_EPOCH:
+                parts.append(_part(p.partition))
+            else:
+                parts.append(_part(p.partition, 0, p.leader_epoch, log.log_start_offset))
+        out.append(_Topic(topic=t.topic, partitions=parts))
+    return OffsetForLeaderEpochResponse(version=ctx.api_version, throttle_time_ms=0, topics=out)

@@ -1,0 +1,217 @@
+"""Produce v3-v11: each partition's single v2 batch is validated, appended as stored bytes and
+acknowledged once it is in the log file (and fsynced first under `--fsync always`).
+
+Checks run in Kafka's order: transactional records need a transactional id; unknown topic or
+partition; the request-level batch rules of ProduceRequest.validateRecords (one batch, magic
+2, zstd from v7); required acks; internal topics (only `__admin_client` may write them); then
+the log's own rules (storage.validation) and idempotent-producer sequence checks. A rejected
+batch appends nothing. With acks=0 nothing is sent back, and an error closes the connection
+so the client notices (as Kafka does).
+
+Unlike Kafka, an unknown topic is auto-created here when the broker allows it (Kafka answers
+UNKNOWN_TOPIC_OR_PARTITION and lets the client's next Metadata request create it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.connection import CloseConnection
+from broker.context import RequestContext
+from broker.registry import api
+from broker.topics import INTERNAL_TOPICS
+from protocol.apis import ApiKey
+from protocol.encode import I16, I32, I64, NO_TAGS, array_len, string
+from protocol.errors import ErrorCode
+from protocol.records import COMPRESSION_MASK, LOG_OVERHEAD, MAGIC_OFFSET, TRANSACTIONAL_BIT
+from storage.errors import LogError, RecordErrors
+from storage.validation import validate_client_batch
+
+ADMIN_CLIENT_ID = "__admin_client"
+_RECORD_OVERHEAD_V0 = 14  # Kafka's smallest legal record size field
+_ZSTD = 4
+_FLEXIBLE_FROM = 9
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    index: int
+    error: int = 0
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    error_message: str | None = None
+
+
+def encode_response(version: int, topics: list[tuple[str, list[PartitionResult]]]) -> bytes:
+    """ProduceResponse v3-v11 bytes."""
+    flex = version >= _FLEXIBLE_FROM
+    out = [array_len(len(topics), flex)]
+    for name, parts in topics:
+        out.append(string(name, flex))
+        out.append(array_len(len(parts), flex))
+        for p in parts:
+            out.append(I32.pack(p.index) + I16.pack(p.error) + I64.pack(p.base_offset) + I64.pack(p.log_append_time_ms))
+            if version >= 5:
+                out.append(I64.pack(p.log_start_offset))
+            if version >= 8:
+                out.append(array_len(len(p.record_errors), flex))
+                for batch_index, message in p.record_errors:
+                    out.append(I32.pack(batch_index) + string(message, flex))
+                    if flex:
+                        out.append(NO_TAGS)
+                out.append(string(p.error_message, flex))
+            if flex:
+                out.append(NO_TAGS)
+        if flex:
+            out.append(NO_TAGS)
+    out.append(I32.pack(0))  # throttle_time_ms
+    if flex:
+        out.append(NO_TAGS)
+    return b"".join(out)
+
+
+def _error(request: Any, code: ErrorCode) -> bytes:
+    topics = [(t.name, [PartitionResult(p.index, int(code)) for p in t.partition_data]) for t in request.topic_data]
+    return encode_response(request.API_VERSION, topics)
+
+
+def check_records(records: bytes | None, version: int) -> tuple[ErrorCode, memoryview | None]:
+    """ProduceRequest.validateRecords: exactly one whole v2 batch (trailing partial bytes are
+    ignored, as Kafka's batch iterator does)."""
+    if records is None or len(records) < LOG_OVERHEAD:
+        return ErrorCode.INVALID_RECORD, None
+    view = memoryview(records)
+    size_field = I32.unpack_from(view, 8)[0]
+    if size_field < _RECORD_OVERHEAD_V0:
+        return ErrorCode.CORRUPT_MESSAGE, None
+    size = size_field + LOG_OVERHEAD
+    if size > len(view):
+        return ErrorCode.INVALID_RECORD, None  # no whole batch at all
+    if view[MAGIC_OFFSET] != 2:
+        return ErrorCode.INVALID_RECORD, None
+    if version < 7 and size > 22 and (view[22] & COMPRESSION_MASK) == _ZSTD:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None
+    rest = len(view) - size
+    if rest >= LOG_OVERHEAD:
+        nxt = I32.unpack_from(view, size + 8)[0]
+        if nxt < _RECORD_OVERHEAD_V0:
+            return ErrorCode.CORRUPT_MESSAGE, None
+        if size + LOG_OVERHEAD + nxt <= len(view):
+            return ErrorCode.INVALID_RECORD, None  # a second batch
+    return ErrorCode.NONE, view[:size]
+
+
+def _has_transactional_records(request: Any) -> bool:
+    for t in request.topic_data:
+        for p in t.partition_data:
+            rec = p.records
+            if rec is not None and len(rec) > 22 and rec[MAGIC_OFFSET] == 2 and rec[22] & TRANSACTIONAL_BIT:
+                return True
+    return False
+
+
+@api(ApiKey.PRODUCE, 3, 11, error_response=_error)
+def handle_produce(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    version = ctx.api_version
+    acks = request.acks
+    if _has_transactional_records(request) and request.transactional_id is None:
+        return _respond(acks, version, _error(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), True, [])
+    topics_mgr = broker.topics
+    logs = broker.logs
+    valid_acks = acks in (-1, 0, 1)
+    internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
+    appended: list[Any] = []
+    failed = False
+    out: list[tuple[str, list[PartitionResult]]] = []
+    for td in request.topic_data:
+        name = td.name
+        topic = topics_mgr.get(name)
+        if topic is None:
+            topic = topics_mgr.maybe_auto_create(name)
+        parts: list[PartitionResult] = []
+        out.append((name, parts))
+        for pd in td.partition_data:
+            res = PartitionResult(pd.index)
+            parts.append(res)
+            log = logs.get(name, pd.index) if topic is not None else None
+            if log is None:
+                res.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                code, batch = check_records(pd.records, version)
+                if code:
+                    res.error = code
+                elif not valid_acks:
+                    res.error = ErrorCode.INVALID_REQUIRED_ACKS
+                elif name in INTERNAL_TOPICS and not internal_allowed:
+                    res.error = ErrorCode.INVALID_TOPIC_EXCEPTION
+                else:
+                    assert batch is not None
+                    _append(log, batch, res)
+                    if not res.error:
+                        appended.append(log)
+            if res.error:
+                failed = True
+    return _respond(acks, version, out, failed, appended, ctx)
+
+
+def _append(log: Any, batch: memoryview, res: PartitionResult) -> None:
+    try:
+        header = validate_client_batch(batch, log.config, log.name)
+        if header.is_transactional:
+            # Transactions come with the transaction coordinator; until then no producer can
+            # hold a transactional id (InitProducerId refuses them), so none is in a transaction.
+            res.error = ErrorCode.INVALID_TXN_STATE
+            res.log_start_offset = log.log_start_offset
+            return
+        result = log.append(bytearray(batch))
+    except RecordErrors as exc:
+        res.error = exc.code
+        res.record_errors = exc.record_errors
+        res.error_message = exc.message
+        res.log_start_offset = log.log_start_offset
+        return
+    except LogError as exc:
+        res.error = exc.code
+        if exc.code not in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR):
+            res.log_start_offset = log.log_start_offset
+        return
+    res.base_offset = result.base_offset
+    res.log_append_time_ms = result.log_append_time_ms
+    res.log_start_offset = result.log_start_offset
+
+
+def _respond(
+    acks: int, version: int, out: Any, failed: bool, appended: list[Any], ctx: RequestContext | None = None
+) -> bytes | Awaitable[bytes] | None:
+    if acks == 0:
+        if failed:
+            raise CloseConnection("produce with acks=0 failed on a partition; closing so the client notices")
+        return None
+    body = out if isinstance(out, bytes) else encode_response(version, out)
+    if ctx is None or not appended:
+        return body
+    logs = ctx.broker.logs
+    waits = [w for w in (logs.wait_durable(log) for log in {id(log): log for log in appended}.values()) if w is not None]
+    if not waits:
+        return body
+    return _after_fsync(waits, body, version, out)
+
+
+async def _after_fsync(waits: list[Awaitable[None]], body: bytes, version: int, out: list[tuple[str, list[PartitionResult]]]) -> bytes:
+    """--fsync always: answer once the group commit covering these appends is done."""
+    try:
+        await asyncio.gather(*waits)
+    except LogError:
+        for _name, parts in out:
+            for p in parts:
+                if not p.error:
+                    p.error = ErrorCode.KAFKA_STORAGE_ERROR
+                    p.base_offset = p.log_append_time_ms = p.log_start_offset = -1
+        return encode_response(version, out)
+    return body

@@ -1,0 +1,632 @@
+"""A partition log: segments in Kafka's layout, appends, reads, retention and recovery.
+
+The directory `<topic>-<partition>` holds `<base offset>.log` segments with their `.index`
+and `.timeindex`, producer-state `.snapshot` files and `partition.metadata`. Everything here
+runs on the event loop and is synchronous; fsync and compaction run on worker threads
+driven by the LogManager.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import struct
+import time
+import uuid
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from protocol.records import (
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    iter_all_records,
+    set_log_append_time,
+)
+from storage.config import LogConfig
+from storage.errors import OffsetOutOfRange, StorageError
+from storage.producer_state import ProducerState, list_snapshots, write_snapshot
+from storage.segment import CHUNK, LOG_SUFFIX, Segment, segment_name
+
+log = structlog.get_logger("kaflet.storage")
+
+LEADER_EPOCH = 0  # a single broker: every partition is led at epoch 0
+SWAP_SUFFIX = ".swap"
+SWAP_RANGE_SUFFIX = ".swaprange"
+_I32 = struct.Struct(">i")
+_BASE_LEN_EPOCH = struct.Struct(">qii")
+_HEADER_UNPACK = HEADER.unpack_from
+_new = tuple.__new__
+_INT32_MAX = 0x7FFFFFFF
+_SNAPSHOTS_KEPT = 2
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 for CreateTime topics
+    log_start_offset: int
+    size: int = 0
+    duplicate: bool = False
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    """A UUID as Kafka prints it (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+class PartitionLog:
+    """One partition's log. Create with `PartitionLog.open(...)`."""
+
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.name = partition_dir_name(topic, partition)
+        self.config = config
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self.next_offset = 0
+        self.producers = ProducerState(self.name)
+        self._waiters: set[Callable[[int], None]] = set()
+        self.cleaning = False  # a compaction pass is working on the closed segments
+        self.closed = False
+        self.deleted = False
+        # Hooks the LogManager sets: a rolled segment to fsync; the log start moved.
+        self.on_roll: Callable[[PartitionLog, Segment], None] | None = None
+        self.on_log_start_changed: Callable[[PartitionLog], None] | None = None
+
+    # -- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        topic_id: uuid.UUID | None = None,
+        log_start_offset: int = 0,
+        recovery_point: int | None = None,
+        clean: bool = True,
+    ) -> PartitionLog:
+        """Open (or create) the log in `directory`. After an unclean shutdown, segments from the
+        one holding `recovery_point` onward are validated batch by batch and a bad tail is cut."""
+        self = cls(directory, topic, partition, config)
+        created = not directory.exists()
+        directory.mkdir(parents=True, exist_ok=True)
+        if topic_id is not None and (created or not (directory / "partition.metadata").exists()):
+            (directory / "partition.metadata").write_text(f"version: 0\ntopic_id: {kafka_uuid(topic_id)}\n")
+        self._clean_leftovers()
+        bases = sorted(int(p.name[:-4]) for p in os.scandir(directory) if p.name.endswith(LOG_SUFFIX) and p.name[:-4].isdigit())
+        index_bytes = config.segment_index_bytes
+        for base in bases:
+            self._add_segment(Segment(directory, base, index_bytes, config.index_interval_bytes))
+        if not self.segments:
+            self._add_segment(Segment(directory, log_start_offset, index_bytes, config.index_interval_bytes, create=True))
+        self.recovery_point = recovery_point if recovery_point is not None else 0
+        trusted = clean and recovery_point is not None
+        if not trusted or not self.active.load_tail(config.index_interval_bytes):
+            if trusted:
+                # A clean shutdown left a tail that is not whole batches: check the active segment.
+                self.recovery_point = min(self.recovery_point, self.active.base_offset)
+            self._recover()
+        self.next_offset = self.active.next_offset
+        if self.active.size == 0:
+            self.next_offset = self.active.base_offset
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        if self.log_start_offset > self.next_offset:
+            # Everything below the checkpointed start is gone: start afresh there (as Kafka does).
+            self._truncate_fully_and_start_at(self.log_start_offset)
+        self.recovery_point = min(max(self.recovery_point, self.log_start_offset), self.next_offset)
+        self._load_producer_state()
+        return self
+
+    def _add_segment(self, seg: Segment) -> None:
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _clean_leftovers(self) -> None:
+        """Finish or undo what a crash interrupted: compaction swaps, temporary files."""
+        names = os.listdir(self.dir)
+        for name in names:
+            if name.endswith((".cleaned", ".deleted", ".tmp")):
+                _unlink(self.dir / name)
+        for name in names:
+            if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                complete_swap(self.dir, int(name.split(".", 1)[0]))
+        for name in os.listdir(self.dir):
+            if name.endswith(SWAP_RANGE_SUFFIX):
+                _unlink(self.dir / name)
+
+    def _recover(self) -> None:
+        """Validate segments from the recovery point on; cut the log at the first bad batch."""
+        start = max(0, bisect_right(self._bases, self.recovery_point) - 1)
+        interval = self.config.index_interval_bytes
+        for i in range(start, len(self.segments)):
+            seg = self.segments[i]
+            before = seg.size
+            dropped = seg.scan(validate=True, index_interval=interval)
+            seg.index.write_all()
+            seg.time_index.write_all()
+            later = self.segments[i + 1 :]
+            if dropped:
+                later_bytes = sum(s.size for s in later)
+                log.warning(
+                    "truncated corrupt log tail",
+                    partition=self.name,
+                    segment=seg.log_path.name,
+                    bytes_dropped=dropped + later_bytes,
+                    valid_bytes=before - dropped,
+                    next_offset=seg.next_offset,
+                )
+                for s in later:
+                    s.delete()
+                del self.segments[i + 1 :]
+                del self._bases[i + 1 :]
+                break
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self.segments:
+            seg.delete()
+        self.segments.clear()
+        self._bases.clear()
+        self._add_segment(Segment(self.dir, offset, self.config.segment_index_bytes, self.config.index_interval_bytes, create=True))
+        self.next_offset = offset
+
+    def _load_producer_state(self) -> None:
+        """Latest usable snapshot, then the batch headers after it."""
+        snapshots = list_snapshots(self.dir)
+        state = None
+        start = self.log_start_offset
+        for offset, path in reversed(snapshots):
+            if offset > self.next_offset:
+                _unlink(path)
+                continue
+            try:
+                state = ProducerState.decode(self.name, path.read_bytes())
+            except (OSError, ValueError) as exc:
+                log.warning("ignoring unreadable producer snapshot", partition=self.name, file=path.name, reason=str(exc))
+                continue
+            start = max(offset, self.log_start_offset)
+            break
+        self.producers = state if state is not None else ProducerState(self.name)
+        if start < self.next_offset:
+            update = self.producers.update
+            for _buf, _pos, header in self.iter_batches(start):
+                if header.producer_id >= 0:
+                    update(header, header.base_offset + header.last_offset_delta, header.max_timestamp)
+        self.producers.truncate_head(self.log_start_offset)
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.next_offset  # one replica: everything appended is committed
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.next_offset  # no transactions yet
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.next_offset})"
+
+    # -- appending --------------------------------------------------------------------------
+
+    def append(self, batch: bytearray | bytes, *, now: int | None = None, check_producer: bool = True) -> AppendResult:
+        """Append one validated batch: assign offsets by patching baseOffset in place, write it to
+        the active segment (no fsync), update indexes and producer state, wake fetches.
+
+        A batch of an idempotent producer is checked first: a duplicate of one of its last five
+        batches is not appended and its original offsets are returned (`duplicate=True`); a
+        sequence gap or old epoch raises OutOfOrderSequence / InvalidProducerEpoch."""
+        if self.closed:
+            raise StorageError(f"log {self.name} is closed")
+        if not isinstance(batch, bytearray):
+            batch = bytearray(batch)
+        header = _new(BatchHeader, _HEADER_UNPACK(batch, 0))
+        base = self.next_offset
+        pid = header[9]
+        if pid >= 0 and check_producer:
+            dup = self.producers.check(header, base)
+            if dup is not None:
+                return AppendResult(dup.first_offset, dup.last_offset, dup.timestamp, self.log_start_offset, 0, True)
+        config = self.config
+        size = len(batch)
+        last = base + header[6]
+        max_ts = header[8]
+        append_time = -1
+        if config.log_append_time:
+            append_time = now if now is not None else now_ms()
+            set_log_append_time(batch, 0, append_time)
+            max_ts = append_time
+        seg = self.segments[-1]
+        if seg.size and self._should_roll(seg, size, max_ts, last, now):
+            seg = self.roll()
+        _BASE_LEN_EPOCH.pack_into(batch, 0, base, header[1], LEADER_EPOCH)
+        try:
+            seg.append(batch, last, max_ts, config.index_interval_bytes)
+        except OSError as exc:
+            # Leave no partial batch behind (e.g. the disk filled up mid-write).
+            try:
+                os.ftruncate(seg.fd, seg.size)
+            except OSError:
+                pass
+            raise StorageError(f"cannot append to {self.name}: {exc}") from exc
+        self.next_offset = last + 1
+        if pid >= 0:
+            self.producers.update(header, last, max_ts)
+        if self._waiters:
+            for waiter in tuple(self._waiters):
+                waiter(size)
+        return AppendResult(base, last, append_time, self.log_start_offset, size)
+
+    def _should_roll(self, seg: Segment, size: int, max_ts: int, last: int, now: int | None) -> bool:
+        """Kafka's LogSegment.shouldRoll: size, time since the first batch's timestamp (or the
+        segment's creation when it has none), full indexes, offsets beyond a relative int32."""
+        config = self.config
+        if seg.size > config.segment_bytes - size:
+            return True
+        first_ts = seg.first_batch_timestamp
+        if first_ts is None:
+            first_ts = seg.first_timestamp()
+        if first_ts >= 0:
+            waited = max_ts - first_ts
+        else:
+            waited = (now if now is not None else now_ms()) - seg.created_ms
+        if waited > config.segment_ms:
+            return True
+        return (
+            len(seg.index.keys) >= seg.index.max_entries
+            or len(seg.time_index.keys) >= seg.time_index.max_entries
+            or last - seg.base_offset > _INT32_MAX
+        )
+
+    def roll(self) -> Segment:
+        """Close the active segment for appends and start a new one at the log end."""
+        old = self.segments[-1]
+        if old.size == 0:
+            return old
+        old.on_roll()
+        seg = Segment(self.dir, self.next_offset, self.config.segment_index_bytes, self.config.index_interval_bytes, create=True)
+        self._add_segment(seg)
+        self.snapshot_producers()
+        if self.on_roll is not None:
+            self.on_roll(self, old)
+        return seg
+
+    # -- waiting for data -------------------------------------------------------------------
+
+    def add_waiter(self, waiter: Callable[[int], None]) -> None:
+        """`waiter(appended_bytes)` is called after each append until removed."""
+        self._waiters.add(waiter)
+
+    def remove_waiter(self, waiter: Callable[[int], None]) -> None:
+        self._waiters.discard(waiter)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> memoryview | None:
+        """Stored bytes of whole batches from the one containing `offset`, up to `max_bytes`; the
+        first batch is returned even when larger if `min_one` (Kafka's rule for the first
+        partition of a fetch). None at the log end. OffsetOutOfRange outside the log."""
+        if offset < self.log_start_offset or offset > self.next_offset:
+            raise OffsetOutOfRange(
+                f"Received request for offset {offset} for partition {self.name}, but we only have log segments "
+                f"in the range {self.log_start_offset} to {self.next_offset}."
+            )
+        if offset == self.next_offset:
+            return None
+        segments = self.segments
+        for i in range(self._segment_index(offset), len(segments)):
+            data = segments[i].read(offset, max_bytes, min_one)
+            if data is not None:
+                return data
+        return None
+
+    def iter_batches(self, start_offset: int | None = None) -> Iterator[tuple[bytes, int, BatchHeader]]:
+        """(buffer, position, header) of every batch from the log start (or the batch holding
+        `start_offset`), reading segments in 5 MiB chunks. Iterate without awaiting in between.
+
+        This is the coordinator's replay path, so it is one flat loop: a header costs one
+        `unpack_from` and one tuple."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        segments = list(self.segments)
+        first = self._segment_index(start)
+        unpack = HEADER.unpack_from
+        new = tuple.__new__
+        pread = os.pread
+        for i in range(first, len(segments)):
+            seg = segments[i]
+            fd = seg.fd
+            if fd < 0:
+                return
+            pos = seg.locate(start) if i == first else 0
+            end = seg.size
+            skipping = i == first
+            while end - pos >= HEADER_SIZE:
+                buf = pread(fd, min(CHUNK, end - pos), pos)
+                n = len(buf)
+                p = 0
+                while n - p >= HEADER_SIZE:
+                    header = new(BatchHeader, unpack(buf, p))
+                    size = header[1] + LOG_OVERHEAD
+                    if size < HEADER_SIZE:
+                        return  # not a batch: the log ends here for readers
+                    if p + size > n:
+                        break
+                    if skipping:
+                        if header[0] + header[6] < start:
+                            p += size
+                            continue
+                        skipping = False
+                    yield buf, p, header
+                    p += size
+                if p == 0:
+                    # One batch larger than a chunk.
+                    size = _I32.unpack_from(buf, 8)[0] + LOG_OVERHEAD
+                    if size < HEADER_SIZE or pos + size > end:
+                        break
+                    buf = pread(fd, size, pos)
+                    if len(buf) < size:
+                        break
+                    header = new(BatchHeader, unpack(buf, 0))
+                    if not skipping or header[0] + header[6] >= start:
+                        skipping = False
+                        yield buf, 0, header
+                    p = size
+                pos += p
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after `timestamp`, via the time index."""
+        start = self.log_start_offset
+        for seg in self.segments:
+            if seg.largest_timestamp < timestamp:
+                continue
+            from_offset = max(seg.time_index.lookup(timestamp), start)
+            pos = seg.locate(from_offset)
+            for buf, p, header in seg.iter_batches(pos, seg.size, chunk=64 * 1024):
+                if header.max_timestamp < timestamp or header.base_offset + header.last_offset_delta < start:
+                    continue
+                for rec in iter_all_records(buf, p, header):
+                    if rec.timestamp >= timestamp and rec.offset >= start:
+                        return rec.timestamp, rec.offset
+            return None
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the earliest record holding the largest timestamp (ListOffsets -3)."""
+        best: Segment | None = None
+        for seg in self.segments:
+            seg.ensure_indexes()
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        target = best.max_timestamp
+        for buf, p, header in best.iter_batches(best.locate(best.offset_of_max_timestamp), best.size, chunk=64 * 1024):
+            if header.max_timestamp != target:
+                continue
+            for rec in iter_all_records(buf, p, header):
+                if rec.timestamp == target and rec.offset >= self.log_start_offset:
+                    return rec.timestamp, rec.offset
+        return None
+
+    def segment_offsets_before(self, timestamp: int, max_count: int, now: int) -> list[int]:
+        """ListOffsets v0: Kafka's legacyFetchOffsetsBefore over segment base offsets and mtimes."""
+        pairs = [(max(s.base_offset, self.log_start_offset), s.mtime_ms) for s in self.segments]
+        if self.active.size > 0:
+            pairs.append((self.next_offset, now))
+        if timestamp == -1:
+            start = len(pairs) - 1
+        elif timestamp == -2:
+            start = 0
+        else:
+            start = len(pairs) - 1
+            while start >= 0 and pairs[start][1] > timestamp:
+                start -= 1
+        count = min(max_count, start + 1)
+        return sorted((pairs[start - j][0] for j in range(count)), reverse=True)
+
+    # -- the log start offset: retention and DeleteRecords -----------------------------------
+
+    def delete_records(self, offset: int) -> int:
+        """Advance the log start offset to `offset` (<= high watermark); returns the new start."""
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRange(
+                f"Cannot increment the log start offset to {offset} of partition {self.name} since it is larger "
+                f"than the high watermark {self.high_watermark}"
+                if offset >= 0
+                else f"The offset {offset} for partition {self.name} is not valid"
+            )
+        if offset > self.log_start_offset:
+            self._set_log_start(offset)
+            if not self.cleaning:  # otherwise the next retention pass deletes them
+                self._delete_segments_while(lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset)
+        return self.log_start_offset
+
+    def _set_log_start(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.recovery_point = max(self.recovery_point, offset)
+        self.producers.truncate_head(offset)
+        if self.on_log_start_changed is not None:
+            self.on_log_start_changed(self)
+
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Retention: whole segments below the log start; with cleanup.policy=delete also those
+        past retention.bytes and retention.ms (Kafka's order). Returns how many were deleted."""
+        if self.cleaning or self.closed:
+            return 0
+        now = now_ms() if now is None else now
+        start = self.log_start_offset
+        deleted = self._delete_segments_while(lambda seg, nxt: nxt is not None and nxt.base_offset <= start)
+        config = self.config
+        if config.delete:
+            if config.retention_bytes >= 0:
+                diff = self.size_bytes - config.retention_bytes
+                if diff > 0:
+                    budget = [diff]
+
+                    def over_size(seg: Segment, nxt: Segment | None) -> bool:
+                        if budget[0] - seg.size >= 0:
+                            budget[0] -= seg.size
+                            return True
+                        return False
+
+                    deleted += self._delete_segments_while(over_size)
+            if config.retention_ms >= 0:
+                deleted += self._delete_segments_while(lambda seg, nxt: now - seg.largest_timestamp > config.retention_ms)
+        return deleted
+
+    def _delete_segments_while(self, predicate: Callable[[Segment, Segment | None], bool]) -> int:
+        """Delete segments from the oldest while `predicate(segment, next)` holds; the active
+        segment may go too (a new empty one is rolled first), as in Kafka."""
+        segments = self.segments
+        count = 0
+        while count < len(segments):
+            seg = segments[count]
+            nxt = segments[count + 1] if count + 1 < len(segments) else None
+            if nxt is None and seg.size == 0:
+                break
+            if not predicate(seg, nxt):
+                break
+            count += 1
+        if not count:
+            return 0
+        if count == len(segments):
+            self.roll()
+        doomed = self.segments[:count]
+        del self.segments[:count]
+        del self._bases[:count]
+        for seg in doomed:
+            seg.delete()
+        new_start = self.segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self._set_log_start(new_start)
+        for offset, path in list_snapshots(self.dir)[:-_SNAPSHOTS_KEPT]:
+            if offset < self.log_start_offset:
+                _unlink(path)
+        return count
+
+    # -- durability -------------------------------------------------------------------------
+
+    def unflushed(self) -> list[tuple[Segment, int]]:
+        """Segments holding bytes not yet fsynced, with the size an fsync now would cover."""
+        return [(s, s.size) for s in self.segments if s.size > s.flushed_size and s.fd >= 0]
+
+    def flush(self) -> None:
+        """fsync everything written so far (synchronously) and advance the recovery point."""
+        end = self.next_offset
+        for seg, size in self.unflushed():
+            os.fsync(seg.fd)
+            seg.flushed_size = max(seg.flushed_size, size)
+        self.recovery_point = max(self.recovery_point, end)
+
+    def snapshot_producers(self, fsync: bool = False) -> None:
+        write_snapshot(self.dir, self.next_offset, self.producers, fsync)
+        snapshots = list_snapshots(self.dir)
+        for _offset, path in snapshots[:-_SNAPSHOTS_KEPT]:
+            _unlink(path)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def replace_segments(self, old: list[Segment], new: list[Segment]) -> None:
+        """Swap in compacted segments for the ones they were cleaned from (same offset range)."""
+        first = self.segments.index(old[0])
+        assert self.segments[first : first + len(old)] == old
+        self.segments[first : first + len(old)] = new
+        self._bases = [s.base_offset for s in self.segments]
+
+    def close(self) -> None:
+        """Clean shutdown: fsync data and indexes, snapshot producer state, close files."""
+        if self.closed:
+            return
+        self.flush()
+        for seg in self.segments:
+            seg.on_roll()
+            seg.index.fsync()
+            seg.time_index.fsync()
+        self.snapshot_producers(fsync=True)
+        for seg in self.segments:
+            seg.close()
+        self.closed = True
+        self._waiters.clear()
+
+    def close_for_delete(self) -> None:
+        """The topic is being deleted: close files without flushing anything."""
+        for seg in self.segments:
+            if seg.fd >= 0:
+                os.close(seg.fd)
+                seg.fd = -1
+        self.closed = True
+        self.deleted = True
+        for waiter in tuple(self._waiters):
+            waiter(0)
+        self._waiters.clear()
+
+
+def complete_swap(directory: Path, base: int) -> None:
+    """Finish a compaction swap a crash interrupted: the `.swap` replaced the segments listed
+    in its `.swaprange` file ([base, end)); delete those and rename the swap into place."""
+    name = segment_name(base)
+    swap = directory / (name + LOG_SUFFIX + SWAP_SUFFIX)
+    range_file = directory / (name + SWAP_RANGE_SUFFIX)
+    try:
+        end = int(range_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        # The range is written before the swap file is created, so without it the swap was
+        # never committed: the old segments are intact.
+        _unlink(swap)
+        return
+    for entry in os.listdir(directory):
+        stem, _, suffix = entry.partition(".")
+        if stem.isdigit() and base <= int(stem) < end and suffix in ("log", "index", "timeindex"):
+            _unlink(directory / entry)
+    os.replace(swap, directory / (name + LOG_SUFFIX))
+    _unlink(range_file)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,360 @@
+"""One log segment: `<base offset>.log` with record batches back to back, plus its two indexes.
+
+Batches are written with one `write` on a file opened O_APPEND, so a batch is in the file
+(the page cache) before its producer hears about it. Reads use `pread` on the same
+descriptor and return slices of what was read, never decoded batches.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from crc32c import crc32c
+
+from protocol.records import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+from storage.index import IndexCorrupt, OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+CHUNK = 5 * 1024 * 1024  # Kafka's offsets.load.buffer.size
+_SCAN_SLACK = 16 * 1024
+_BASE_LEN = struct.Struct(">qi")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_LAST_DELTA_AT = 23
+_MAX_TS_AT = 35
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    written = os.write(fd, data)
+    if written != len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+class Segment:
+    """A segment and what is known about it. Only the last segment of a log is appended to."""
+
+    def __init__(self, directory: Path, base_offset: int, index_bytes: int, index_interval: int = 4096, *, create: bool = False) -> None:
+        self.dir = directory
+        self.index_interval = index_interval
+        self.base_offset = base_offset
+        name = segment_name(base_offset)
+        self.log_path = directory / (name + LOG_SUFFIX)
+        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
+        self.fd = os.open(self.log_path, flags, 0o644)
+        st = os.fstat(self.fd)
+        self.size = st.st_size
+        self.mtime_ms = int(st.st_mtime * 1000)
+        self.created_ms = int(time.time() * 1000)
+        self.flushed_size = self.size
+        self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
+        self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
+        self.indexes_loaded = create
+        # What the tail holds; exact for the active segment, lazily known for older ones.
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp: int | None = -1 if create else None
+        self.bytes_since_index = 0
+        if create:
+            for index in (self.index, self.time_index):
+                index.path.write_bytes(b"")
+
+    def __repr__(self) -> str:
+        return f"Segment({self.log_path.name}, size={self.size})"
+
+    # -- indexes --------------------------------------------------------------------------
+
+    def ensure_indexes(self, limit_offset: int | None = None) -> None:
+        """Load the index files, rebuilding them from the log when missing or inconsistent."""
+        if self.indexes_loaded:
+            return
+        try:
+            self.index.load(self.size, limit_offset)
+            self.time_index.load(limit_offset)
+            if self.time_index.keys:
+                self.max_timestamp = self.time_index.last_timestamp
+                self.offset_of_max_timestamp = self.time_index.last_offset
+        except (FileNotFoundError, IndexCorrupt):
+            self.scan(validate=False, index_interval=self.index_interval)
+            self.index.write_all()
+            self.time_index.write_all()
+        self.indexes_loaded = True
+
+    def load_tail(self, index_interval: int) -> bool:
+        """For the active segment after a clean shutdown: find the next offset and max timestamp
+        by scanning from the last index entry to the end of the file. False when the batches do
+        not end exactly at the end of the file (then the caller recovers the segment)."""
+        self.ensure_indexes()
+        pos = self.index.values[-1] if len(self.index) else 0
+        since = 0
+        end = pos
+        for _buf, _p, header in self.iter_batches(pos):
+            self.next_offset = header.base_offset + header.last_offset_delta + 1
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = self.next_offset - 1
+            size = header.batch_length + LOG_OVERHEAD
+            since += size
+            end += size
+        self.bytes_since_index = since
+        if self.size == 0:
+            self.next_offset = self.base_offset
+        return end == self.size
+
+    def scan(self, validate: bool, index_interval: int) -> int:
+        """Rebuild indexes and tail facts by reading every batch. With `validate`, each batch is
+        checked (length, magic, CRC-32C, increasing offsets) and the file is truncated at the
+        first bad one. Returns the number of bytes truncated."""
+        self.index.clear()
+        self.time_index.clear()
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = -1
+        since = 0
+        pos = 0
+        end = self.size
+        bad_at = -1
+        fd = self.fd
+        unpack = HEADER.unpack_from
+        next_offset = self.base_offset
+        max_ts, max_ts_offset = -1, -1
+        first_ts: int | None = None
+        buf = b""
+        buf_len = 0
+        buf_start = 0  # buf holds the file from buf_start
+        index_append = self.index.append
+        time_index_append = self.time_index.maybe_append
+        while pos < end:
+            off = pos - buf_start
+            if buf_len - off < HEADER_SIZE:
+                buf, buf_start, off = os.pread(fd, min(CHUNK, end - pos), pos), pos, 0
+                buf_len = len(buf)
+                if buf_len < HEADER_SIZE:
+                    bad_at = pos
+                    break
+            header = unpack(buf, off)
+            size = header[1] + LOG_OVERHEAD
+            if size < HEADER_SIZE or pos + size > end:
+                bad_at = pos
+                break
+            if buf_len - off < size:
+                buf, buf_start, off = os.pread(fd, max(size, min(CHUNK, end - pos)), pos), pos, 0
+                buf_len = len(buf)
+                if buf_len < size:
+                    bad_at = pos
+                    break
+            if (
+                validate
+                and (
+                    header[3] != 2  # magic
+                    or header[12] < 0  # record count
+                    or header[6] < 0  # last offset delta
+                    or header[0] < next_offset  # offsets must increase
+                    or header[4] != crc32c(memoryview(buf)[off + CRC_START : off + size])
+                )
+            ):
+                bad_at = pos
+                break
+            last = header[0] + header[6]
+            ts = header[8]
+            if ts > max_ts:
+                max_ts = ts
+                max_ts_offset = last
+            if first_ts is None:
+                first_ts = ts
+            if since > index_interval:
+                index_append(last, pos)
+                time_index_append(max_ts, max_ts_offset)
+                since = 0
+            since += size
+            next_offset = last + 1
+            pos += size
+        self.next_offset = next_offset
+        self.max_timestamp = max_ts
+        self.offset_of_max_timestamp = max_ts_offset
+        self.first_batch_timestamp = -1 if first_ts is None else first_ts
+        self.bytes_since_index = since
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.indexes_loaded = True
+        if bad_at >= 0 and validate:
+            dropped = self.size - bad_at
+            self.truncate_to(bad_at)
+            return dropped
+        return 0
+
+    # -- appending ------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, last_offset: int, max_timestamp: int, index_interval: int) -> int:
+        """Write one batch; returns its file position."""
+        pos = self.size
+        write_all(self.fd, data)
+        size = len(data)
+        self.size = pos + size
+        if self.first_batch_timestamp == -1 or (self.first_batch_timestamp is None and pos == 0):
+            self.first_batch_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_index > index_interval:
+            self.index.append(last_offset, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_index = 0
+        self.bytes_since_index += size
+        self.next_offset = last_offset + 1
+        return pos
+
+    def truncate_to(self, position: int) -> None:
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.flushed_size = min(self.flushed_size, position)
+        self.index.truncate_after_position(position)
+
+    def on_roll(self) -> None:
+        """No more appends: the time index gets its final entry; both indexes reach the disk."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.index.flush()
+        self.time_index.flush()
+
+    # -- reading --------------------------------------------------------------------------
+
+    def first_timestamp(self) -> int:
+        """maxTimestamp of the first batch (Kafka rolls by time from it), -1 when empty."""
+        if self.first_batch_timestamp is None:
+            if self.size < HEADER_SIZE:
+                self.first_batch_timestamp = -1
+            else:
+                self.first_batch_timestamp = _I64.unpack_from(os.pread(self.fd, HEADER_SIZE, 0), _MAX_TS_AT)[0]
+        return self.first_batch_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What retention.ms compares: the max record timestamp, or the file's mtime if none."""
+        self.ensure_indexes()
+        return self.max_timestamp if self.max_timestamp >= 0 else self.mtime_ms
+
+    def locate(self, offset: int) -> int:
+        """File position to start scanning from for `offset`."""
+        self.ensure_indexes()
+        return self.index.lookup(offset)
+
+    def read(self, offset: int, max_bytes: int, min_one: bool) -> memoryview | None:
+        """Whole batches from the one containing `offset` (or the first after it), at most
+        `max_bytes` of them, except that with `min_one` the first batch comes whatever its size."""
+        end = self.size
+        pos = self.locate(offset)
+        fd = self.fd
+        while True:
+            if end - pos < HEADER_SIZE:
+                return None
+            buf = os.pread(fd, min(end - pos, max(max_bytes, 0) + _SCAN_SLACK), pos)
+            n = len(buf)
+            p = 0
+            found = -1
+            size = 0
+            while n - p >= HEADER_SIZE:
+                base, length = _BASE_LEN.unpack_from(buf, p)
+                size = length + LOG_OVERHEAD
+                if size < HEADER_SIZE:
+                    return None
+                if base + _I32.unpack_from(buf, p + _LAST_DELTA_AT)[0] >= offset:
+                    found = p
+                    break
+                p += size
+            if found < 0:
+                if p == 0:
+                    return None
+                pos += p
+                continue
+            if found + size > n:
+                if size > max_bytes and not min_one:
+                    return None
+                start = pos + found
+                buf = os.pread(fd, max(size, min(max_bytes, end - start)), start)
+                n = len(buf)
+                found = 0
+                if n < size:
+                    return None
+            q = found
+            limit = found + max_bytes
+            first = True
+            while n - q >= LOG_OVERHEAD:
+                size = _I32.unpack_from(buf, q + 8)[0] + LOG_OVERHEAD
+                if q + size > n or (q + size > limit and not (first and min_one)):
+                    break
+                q += size
+                first = False
+            if q == found:
+                return None
+            return memoryview(buf)[found:q]
+
+    def iter_batches(self, start_pos: int = 0, end: int | None = None, chunk: int = CHUNK) -> Iterator[tuple[bytes, int, BatchHeader]]:
+        """(buffer, position in buffer, header) of every whole batch from `start_pos`, read in chunks."""
+        return iter_file_batches(self.fd, start_pos, self.size if end is None else end, chunk)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+        self.flushed_size = self.size
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.on_roll()
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def iter_file_batches(fd: int, pos: int, end: int, chunk: int = CHUNK) -> Iterator[tuple[bytes, int, BatchHeader]]:
+    """Whole batches of a log file between `pos` and `end`, read with `pread` in chunks."""
+    unpack = HEADER.unpack_from
+    new = tuple.__new__
+    while end - pos >= HEADER_SIZE:
+        buf = os.pread(fd, min(chunk, end - pos), pos)
+        n = len(buf)
+        p = 0
+        while n - p >= HEADER_SIZE:
+            header = new(BatchHeader, unpack(buf, p))
+            size = header[1] + LOG_OVERHEAD
+            if size < HEADER_SIZE:
+                return
+            if p + size > n:
+                break
+            yield buf, p, header
+            p += size
+        if p == 0:
+            if n < HEADER_SIZE:
+                return
+            size = _I32.unpack_from(buf, 8)[0] + LOG_OVERHEAD
+            if size < HEADER_SIZE or pos + size > end:
+                return
+            buf = os.pread(fd, size, pos)
+            if len(buf) < size:
+                return
+            yield buf, 0, new(BatchHeader, unpack(buf, 0))
+            p = size
+        pos += p

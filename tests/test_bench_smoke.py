@@ -1,0 +1,42 @@
+"""The benchmark harness still runs: one cheap benchmark in --quick mode, against both brokers.
+
+Speed targets are never asserted here (bench/ reports them); only that the harness works:
+both brokers start, the load generator gets answers, and the results file holds the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.runner import BENCHMARKS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_benchmark_module_loads() -> None:
+    out = subprocess.run([sys.executable, "-m", "bench", "--list"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [line.split()[0] for line in out.stdout.splitlines()] == BENCHMARKS
+
+
+def test_quick_metadata_benchmark_runs_against_kaflet_and_the_mock(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "metadata", "--quick", "--results-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Metadata requests/s" in out.stdout
+    [path] = tmp_path.glob("*.json")
+    results = json.loads(path.read_text())
+    entry = results["benchmarks"]["metadata"]
+    assert "error" not in entry
+    rate = next(r for r in entry["rows"] if r["name"] == "Metadata requests/s")
+    assert rate["kaflet"] > 0 and rate["baseline"] > 0
+    assert rate["ratio"] == rate["kaflet"] / rate["baseline"]
+    assert rate["target"] == ">= 0.7x" and rate["met"] in (True, False)
