@@ -1,12 +1,15 @@
 """The one place errors are injected: rules that make the broker misbehave on purpose.
 
-A rule matches requests by API key (and optionally client id) and then answers with an
-error code through the API's own error response, delays the answer, or closes the
-connection. Rules are consulted by the connection before the handler runs.
+A request rule matches requests by API key (and optionally client id) and then answers with
+an error code through the API's own error response, delays the answer, or closes the
+connection; the connection consults them before the handler runs. An append rule makes
+writes to a partition log fail as a broken disk would (OSError), for the paths that write:
+the coordinator's `__consumer_offsets` appends consult them before appending.
 """
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +42,33 @@ class Fault:
         return self.count is not None and self.hits >= self.count
 
 
+@dataclass
+class AppendFault:
+    topic: str
+    partition: int | None = None
+    count: int | None = None
+    hits: int = field(default=0)
+
+
 class FaultInjector:
     def __init__(self) -> None:
         self.rules: list[Fault] = []
+        self.append_rules: list[AppendFault] = []
+
+    def fail_appends(self, topic: str, partition: int | None = None, count: int | None = None) -> AppendFault:
+        """Make appends to `topic` (one partition, or all) raise an I/O error, `count` times or until removed."""
+        rule = AppendFault(topic, partition, count)
+        self.append_rules.append(rule)
+        return rule
+
+    def check_append(self, topic: str, partition: int) -> None:
+        """Raise the injected OSError if an append rule matches this partition."""
+        for rule in self.append_rules:
+            if rule.topic == topic and rule.partition in (None, partition):
+                rule.hits += 1
+                if rule.count is not None and rule.hits >= rule.count:
+                    self.append_rules.remove(rule)
+                raise OSError(errno.EIO, f"injected I/O error appending to {topic}-{partition}")
 
     def add(self, fault: Fault | None = None, **kwargs: Any) -> Fault:
         """Add a rule, e.g. `add(api_key=ApiKey.JOIN_GROUP, error=ErrorCode.REBALANCE_IN_PROGRESS, count=2)`."""
@@ -55,6 +82,7 @@ class FaultInjector:
 
     def clear(self) -> None:
         self.rules.clear()
+        self.append_rules.clear()
 
 
 def match(broker: Broker, ctx: RequestContext, request: Any) -> Fault | None:

@@ -8,10 +8,11 @@ import shutil
 import signal
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.clock import Clock
 from broker.config import Config
 from broker.connection import KafkaConnection
 from broker.datadir import DataDir
@@ -20,6 +21,9 @@ from broker.log_config import log_config
 from broker.producer_ids import ProducerIdManager
 from broker.topics import TopicManager
 from storage.manager import LogManager
+
+if TYPE_CHECKING:
+    from broker.coordinator.service import GroupCoordinator
 
 log = structlog.get_logger("kaflet.broker")
 
@@ -56,6 +60,8 @@ class Broker:
         self.topics: TopicManager
         self.logs: LogManager
         self.producer_ids: ProducerIdManager
+        self.clock = Clock()
+        self.coordinator: GroupCoordinator | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -77,6 +83,10 @@ class Broker:
         self.logs.load(self.topics.topics.values())
         self.logs.subscribe(self.topics)
         await self.logs.start()
+        from broker.coordinator.service import GroupCoordinator
+
+        self.coordinator = GroupCoordinator(self)
+        self.coordinator.start()
         await self._listen()
         self.accepting = True
         self._idle_task = asyncio.get_running_loop().create_task(self._close_idle_connections())
@@ -101,6 +111,8 @@ class Broker:
             self._idle_task.cancel()
         for conn in list(self.connections):
             conn.stop_reading()
+        if self.coordinator is not None:
+            await self.coordinator.stop()  # parked JoinGroup/SyncGroup get NOT_COORDINATOR (CT-6)
         from broker.apis.fetch import wake_parked_fetches
 
         wake_parked_fetches(self)  # long polls answer now instead of at max_wait

@@ -96,4 +96,7 @@ def first_flexible_version(api_key: int) -> int:
     """The lowest request version using flexible (compact + tagged) encoding, or a huge number."""
     req = request_class(api_key)
     flex = req._flexible_versions
-    return flex[0] if flex is not None else 1 << 15
+    # kafka-python marks "never flexible" (flexibleVersions "none") as (-1, -1).
+    if flex is None or flex[0] < 0:
+        return 1 << 15
+    return flex[0]

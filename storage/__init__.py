@@ -1,6 +1,7 @@
-"""The disk: partition logs in Kafka's on-disk layout, with no networking.
+"""The disk: partition logs in Kafka's on-disk layout, and the __consumer_offsets record formats.
 
-`LogManager` owns every `PartitionLog` of a data dir; see storage/manager.py and storage/log.py.
+No networking. `LogManager` owns every `PartitionLog` of a data dir (storage/manager.py,
+storage/log.py); storage/offsets_records.py holds the coordinator's record codecs.
 """
 
 from storage.config import LogConfig

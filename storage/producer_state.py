@@ -87,6 +87,13 @@ class ProducerState:
         epoch = header.producer_epoch
         first_seq = header.base_sequence
         entry = self.producers.get(pid)
+        if header.is_control:
+            # Transaction markers carry no sequence; Kafka checks only their epoch.
+            if entry is not None and epoch < entry.epoch:
+                raise InvalidProducerEpoch(
+                    f"Epoch of producer {pid} at offset {offset} in {self.name} is {epoch}, which is smaller than the last seen epoch {entry.epoch}"
+                )
+            return None
         if entry is not None:
             dup = entry.find_duplicate(epoch, first_seq, header.last_sequence)
             if dup is not None:

@@ -74,7 +74,11 @@ CASES: list[tuple[str, bytes, str]] = [
     # Metadata v1 needs a topics array after the header; here it stops half way.
     ("body does not decode", frame(header(3, 1) + b"\x00\x00"), "METADATA v1 body does not decode"),
     ("client id overruns the frame", frame(struct.pack(">hhih", 18, 0, 1, 200) + b"abc"), "bad request header: truncated client id"),
-    ("garbage after a good request", frame(header(18, 0)) + b"\x00\x00\x00\x09" + bytes(range(9)), "unsupported version 515 of FETCH (serves 4-16)"),
+    (
+        "garbage after a good request",
+        frame(header(18, 0)) + b"\x00\x00\x00\x09" + bytes(range(9)),
+        "unsupported version 515 of FETCH (serves 4-16)",
+    ),
 ]
 
 

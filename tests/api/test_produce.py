@@ -137,7 +137,6 @@ async def test_compacted_topic_rejects_null_keys_per_record(broker: Broker, raw:
 
 
 async def test_internal_topic_is_written_only_by_the_admin_client(broker: Broker, raw: Callable[..., Any]) -> None:
-    broker.topics.create("__consumer_offsets", 1, {"cleanup.policy": "compact"}, internal=True)
     client: RawClient = await raw()
     res = d.produce_result(await client.request(d.produce("__consumer_offsets", 0, d.batch(1))))
     assert res.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION

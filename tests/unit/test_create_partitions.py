@@ -89,7 +89,6 @@ async def test_assignments(raw: Any, broker: Broker) -> None:
 
 
 async def test_internal_topics_keep_their_partition_count(raw: Any, broker: Broker) -> None:
-    broker.topics.create("__consumer_offsets", 5, internal=True)
     client = await raw()
     resp = await send(client, grow("__consumer_offsets", 6))
     assert [r.error_code for r in resp.results] == [ErrorCode.POLICY_VIOLATION]

@@ -10,8 +10,15 @@ from kafka.protocol.admin import DeleteTopicsRequest
 
 from broker import Broker
 from protocol.errors import ErrorCode
+from tests.support import groups as g
+from tests.support.waiting import async_wait_until
 
 _State = DeleteTopicsRequest.DeleteTopicState
+
+
+def user_topics(broker: Broker) -> list[str]:
+    """Topic names without the internal topics the coordinator creates."""
+    return [n for n in broker.topics.names() if not n.startswith("__")]
 
 
 async def delete_names(client: Any, *names: str, version: int = 5) -> Any:
@@ -34,7 +41,7 @@ async def test_delete_by_name(raw: Any, broker: Broker, version: int) -> None:
     assert [(r.name, r.error_code) for r in resp.responses] == [("gone", 0)]
     if version >= 5:
         assert resp.responses[0].error_message is None
-    assert broker.topics.names() == ["kept"]
+    assert user_topics(broker) == ["kept"]
     assert deleted == ["gone"]
 
 
@@ -89,7 +96,7 @@ async def test_mixups_get_invalid_request(raw: Any, broker: Broker) -> None:
             ("", ErrorCode.INVALID_REQUEST, "Duplicate topic id."),
         ]
     )
-    assert sorted(broker.topics.names()) == ["a", "b", "c"]
+    assert sorted(user_topics(broker)) == ["a", "b", "c"]
     assert b.topic_id and c.topic_id
 
 
@@ -104,8 +111,22 @@ async def test_name_and_id_of_the_same_topic(raw: Any, broker: Broker) -> None:
 
 
 async def test_internal_topics_are_deleted_as_kafka_does(raw: Any, broker: Broker) -> None:
-    broker.topics.create("__consumer_offsets", 5, internal=True)
     client = await raw()
+    assert (await g.commit(client, "grp", {}, version=8)) == {}
+    broker.topics.create("t", 1)
+    assert await g.commit(client, "grp", {("t", 0): 5}) == {("t", 0): 0}
     resp = await delete_names(client, "__consumer_offsets")
     assert [(r.name, r.error_code) for r in resp.responses] == [("__consumer_offsets", 0)]
     assert broker.topics.get("__consumer_offsets") is None
+    # Group requests find no coordinator until FindCoordinator re-creates the topic (CO-7), empty.
+    assert await g.commit(client, "grp", {("t", 0): 6}) == {("t", 0): ErrorCode.NOT_COORDINATOR}
+    first = await g.find_coordinator(client, ["grp"])
+    assert first.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert broker.topics.get("__consumer_offsets") is not None
+
+    async def found() -> bool:
+        resp = await g.find_coordinator(client, ["grp"])
+        return resp.coordinators[0].error_code == 0 and broker.coordinator.all_loaded
+
+    await async_wait_until(found, message="coordinator back after re-creating __consumer_offsets")
+    assert await g.fetched_offsets(client, "grp", {"t": [0]}) == {("t", 0): -1}

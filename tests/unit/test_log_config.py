@@ -25,8 +25,8 @@ def test_topic_configs_override_broker_defaults(make_config: Callable[..., Confi
 
 
 async def test_internal_topic_created_with_configs_gets_a_compacted_log(make_config: Callable[..., Config]) -> None:
-    async with Broker(make_config()) as b:
-        b.topics.create("__consumer_offsets", 5, {"cleanup.policy": "compact", "segment.bytes": "1048576"}, internal=True)
+    async with Broker(make_config(offsets_topic_segment_bytes=1048576)) as b:
+        # The coordinator creates __consumer_offsets at start-up with these configs (RC-1).
         logs = [b.logs.get("__consumer_offsets", p) for p in range(5)]
         assert all(log is not None and log.config.compact and log.config.segment_bytes == 1048576 for log in logs)
         b.topics.set_configs("__consumer_offsets", {"cleanup.policy": "compact", "segment.bytes": "2097152"})

@@ -1,0 +1,73 @@
+"""FindCoordinator v0-v6: every key resolves to this node (CO-1..CO-12).
+
+The partition a key maps to (CO-1, CO-4) always has this single node as leader, so the
+answer is this node unless the coordinator service is not running (CO-12).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.metadata import FindCoordinatorResponse
+
+from broker.context import RequestContext
+from broker.registry import api
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+GROUP, TRANSACTION, SHARE = 0, 1, 2
+_Coordinator = FindCoordinatorResponse.Coordinator
+
+
+def _keys(request: Any, version: int) -> list[str]:
+    return list(request.coordinator_keys) if version >= 4 else [request.key]
+
+
+def _error(request: Any, code: ErrorCode) -> Any:
+    version = request.version
+    if version >= 4:
+        coordinators = [
+            _Coordinator(key=k, node_id=-1, host="", port=-1, error_code=code, error_message=code.message) for k in request.coordinator_keys
+        ]
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
+    return FindCoordinatorResponse(
+        version=version, throttle_time_ms=0, error_code=code, error_message=code.message, node_id=-1, host="", port=-1
+    )
+
+
+def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
+    if key_type == SHARE:
+        return ErrorCode.INVALID_REQUEST  # no share coordinator (and SHARE needs v6: CO-8)
+    coordinator = getattr(ctx.broker, "coordinator", None)
+    if key_type == GROUP:
+        if coordinator is None or not coordinator.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # CO-12
+        if coordinator.topic_missing:
+            coordinator.recreate_topic()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # CO-7
+    return ErrorCode.NONE
+
+
+@api(ApiKey.FIND_COORDINATOR, 0, 6, error_response=_error)
+def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    key_type = request.key_type if version >= 1 else GROUP
+    if key_type not in (GROUP, TRANSACTION, SHARE):
+        return _error(request, ErrorCode.INVALID_REQUEST)  # CO-8: the whole request
+    broker = ctx.broker
+    host, port, node = broker.advertised_host, broker.advertised_port, broker.config.node_id
+    if version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error = _lookup(ctx, key_type)
+            if error is ErrorCode.NONE:
+                coordinators.append(_Coordinator(key=key, node_id=node, host=host, port=port, error_code=0, error_message=None))
+            else:
+                coordinators.append(_Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error, error_message=None))
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
+    error = _lookup(ctx, key_type)
+    if error is not ErrorCode.NONE:
+        return _error(request, error)
+    return FindCoordinatorResponse(
+        version=version, throttle_time_ms=0, error_code=0, error_message="NONE", node_id=node, host=host, port=port
+    )

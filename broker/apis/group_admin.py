@@ -1,0 +1,168 @@
+"""DescribeGroups v0-v5, ListGroups v0-v5, DeleteGroups v0-v2 (DG-1..DG-2, LI-1..LI-3, DL-1..DL-3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+
+from broker.context import RequestContext
+from broker.coordinator.errors import CoordinatorError, map_append_error
+from broker.registry import api
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+_Described = DescribeGroupsResponse.DescribedGroup
+_Member = _Described.DescribedGroupMember
+_Listed = ListGroupsResponse.ListedGroup
+_Deleted = DeleteGroupsResponse.DeletableGroupResult
+
+# What an authorizer-less Kafka reports for a group (AclOperation codes READ, DELETE, DESCRIBE).
+GROUP_OPERATIONS = frozenset({3, 6, 8})
+GROUP_TYPES = ("classic", "consumer", "share")
+
+
+def _describe_error(request: Any, code: ErrorCode) -> Any:
+    groups = [
+        _Described(error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="", members=[], authorized_operations=None)
+        for g in request.groups
+    ]
+    return DescribeGroupsResponse(version=request.version, throttle_time_ms=0, groups=groups)
+
+
+@api(ApiKey.DESCRIBE_GROUPS, 0, 5, error_response=_describe_error)
+def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    include_ops = version >= 3 and request.include_authorized_operations
+    described = []
+    for group_id in request.groups:
+        if group_id is None:
+            described.append(
+                _Described(
+                    error_code=ErrorCode.INVALID_GROUP_ID,
+                    group_id=None,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=None,
+                )
+            )
+            continue
+        try:
+            d = ctx.broker.coordinator.shard_for(group_id).describe_group(group_id)
+        except CoordinatorError as exc:
+            described.append(
+                _Described(
+                    error_code=exc.code,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=None,
+                )
+            )
+            continue
+        members = [
+            _Member(member_id=m, group_instance_id=i, client_id=c, client_host=h, member_metadata=meta, member_assignment=a)
+            for m, i, c, h, meta, a in d.members
+        ]
+        described.append(
+            _Described(
+                error_code=d.error,
+                group_id=group_id,
+                group_state=d.state,
+                protocol_type=d.protocol_type,
+                protocol_data=d.protocol_data,
+                members=members,
+                authorized_operations=set(GROUP_OPERATIONS) if include_ops else None,
+            )
+        )
+    return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=described)
+
+
+def _list_error(request: Any, code: ErrorCode) -> Any:
+    return ListGroupsResponse(version=request.version, throttle_time_ms=0, error_code=code, groups=[])
+
+
+@api(ApiKey.LIST_GROUPS, 0, 5, error_response=_list_error)
+def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    coordinator = ctx.broker.coordinator
+    if not coordinator.active:
+        return _list_error(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if coordinator.any_loading():
+        return _list_error(request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)  # LI-1
+    states = {s.strip().lower() for s in (request.states_filter or [])} if version >= 4 else set()
+    types = {t.strip().lower() for t in (request.types_filter or [])} if version >= 5 else set()
+    listed = []
+    for shard in coordinator.active_shards():
+        for group in shard.list_groups():
+            if states and group.state.value.lower() not in states:
+                continue
+            if types and "classic" not in types:
+                continue  # every group kaflet holds is classic (LI-3)
+            listed.append(
+                _Listed(
+                    group_id=group.group_id, protocol_type=group.protocol_type or "", group_state=group.state.value, group_type="classic"
+                )
+            )
+    return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=0, groups=listed)
+
+
+def _delete_error(request: Any, code: ErrorCode) -> Any:
+    return DeleteGroupsResponse(
+        version=request.version,
+        throttle_time_ms=0,
+        results=[_Deleted(group_id=g, error_code=code) for g in dict.fromkeys(request.groups_names)],
+    )
+
+
+@api(ApiKey.DELETE_GROUPS, 0, 2, error_response=_delete_error)
+def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    coordinator = ctx.broker.coordinator
+    results: dict[str | None, ErrorCode] = {}
+    by_shard: dict[Any, list[str]] = {}
+    for group_id in dict.fromkeys(request.groups_names):  # DL-1: duplicates once, order kept
+        if group_id is None:
+            results[None] = ErrorCode.INVALID_GROUP_ID
+            continue
+        results[group_id] = ErrorCode.NONE
+        try:
+            by_shard.setdefault(coordinator.shard_for(group_id), []).append(group_id)
+        except CoordinatorError as exc:
+            results[group_id] = exc.code
+    waiters = []
+    for shard, group_ids in by_shard.items():
+        try:
+            outcome, waiter = shard.delete_groups(group_ids)
+        except CoordinatorError as exc:
+            for g in group_ids:
+                results[g] = map_append_error(exc.code)
+            continue
+        for g, code in outcome:
+            results[g] = code
+        if waiter is not None:
+            waiters.append((waiter, group_ids))
+
+    def build() -> Any:
+        return DeleteGroupsResponse(
+            version=version, throttle_time_ms=0, results=[_Deleted(group_id=g, error_code=c) for g, c in results.items()]
+        )
+
+    if not waiters:
+        return build()
+
+    async def finish() -> Any:
+        for waiter, group_ids in waiters:
+            try:
+                await waiter
+            except Exception:
+                for g in group_ids:
+                    if results[g] is ErrorCode.NONE:
+                        results[g] = ErrorCode.NOT_COORDINATOR
+        return build()
+
+    return finish()

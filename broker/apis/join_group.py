@@ -1,0 +1,84 @@
+"""JoinGroup v0-v9 (JG-1..JG-19). The response may park until the join phase completes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kafka.protocol.consumer import JoinGroupResponse
+
+from broker.context import RequestContext
+from broker.coordinator.classic import JoinResult
+from broker.coordinator.errors import CoordinatorError, map_append_error
+from broker.coordinator.rebalance import JoinRequest
+from broker.registry import api
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+_Member = JoinGroupResponse.JoinGroupResponseMember
+
+
+def encode(version: int, r: JoinResult) -> Any:
+    """JG-18: below v7 a null protocol name is sent as ""; from v7 an empty one as null."""
+    protocol_name = r.protocol_name
+    if version < 7:
+        protocol_name = protocol_name or ""
+    elif protocol_name == "":
+        protocol_name = None
+    return JoinGroupResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=r.error,
+        generation_id=r.generation_id,
+        protocol_type=r.protocol_type,
+        protocol_name=protocol_name,
+        leader=r.leader,
+        skip_assignment=r.skip_assignment,
+        member_id=r.member_id,
+        members=[_Member(member_id=m, group_instance_id=i, metadata=meta) for m, i, meta in r.members],
+    )
+
+
+def _error(request: Any, code: ErrorCode) -> Any:
+    return encode(request.version, JoinResult(code))
+
+
+@api(ApiKey.JOIN_GROUP, 0, 9, error_response=_error)
+def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    broker = ctx.broker
+    coordinator = broker.coordinator
+    member_id = request.member_id
+    if not coordinator.active:
+        return encode(version, JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
+    if not request.group_id:
+        return encode(version, JoinResult(ErrorCode.INVALID_GROUP_ID, member_id=member_id))
+    session = request.session_timeout_ms
+    if not broker.config.group_min_session_timeout_ms <= session <= broker.config.group_max_session_timeout_ms:
+        return encode(version, JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id))  # JG-1
+    join = JoinRequest(
+        group_id=request.group_id,
+        member_id=member_id,
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        session_timeout_ms=session,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else session,  # JG-2
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        reason=request.reason if version >= 8 else None,
+        client_id=ctx.client_id or "",
+        client_host=ctx.client_host,
+        api_version=version,
+    )
+    try:
+        future = coordinator.shard_for(request.group_id).classic.join(join)
+    except CoordinatorError as exc:
+        # Errors of the coordinator operation carry no member id (Kafka's handleOperationException).
+        return encode(version, JoinResult(map_append_error(exc.code)))
+    if future.done():
+        return encode(version, future.result())
+    return _parked(version, future)
+
+
+async def _parked(version: int, future: asyncio.Future[JoinResult]) -> Any:
+    # shield: a client that disconnects must not cancel the member's join future.
+    return encode(version, await asyncio.shield(future))

@@ -1,0 +1,69 @@
+"""OffsetDelete v0 (OD-1..OD-3)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+from kafka.protocol.consumer import OffsetDeleteResponse
+
+from broker.context import RequestContext
+from broker.coordinator.errors import CoordinatorError, map_append_error
+from broker.registry import api
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+_Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+_Partition = _Topic.OffsetDeleteResponsePartition
+
+
+def _response(error: ErrorCode, results: list[tuple[str, list[tuple[int, int]]]]) -> Any:
+    topics = [_Topic(name=name, partitions=[_Partition(partition_index=p, error_code=e) for p, e in parts]) for name, parts in results]
+    return OffsetDeleteResponse(version=0, error_code=error, throttle_time_ms=0, topics=topics)
+
+
+def _error(request: Any, code: ErrorCode) -> Any:
+    return _response(code, [])
+
+
+@api(ApiKey.OFFSET_DELETE, 0, 0, error_response=_error)
+def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
+    group_id = request.group_id
+    if not group_id:
+        return _response(ErrorCode.INVALID_GROUP_ID, [])  # GE-4: null or ""
+    topics = ctx.broker.topics
+    unknown: dict[str, list[tuple[int, int]]] = {}
+    wanted: list[tuple[str, list[int]]] = []
+    for t in request.topics:
+        known = topics.get(t.name)
+        valid = []
+        for p in t.partitions:
+            if known is None or not 0 <= p.partition_index < known.partitions:
+                unknown.setdefault(t.name, []).append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))  # OD-3
+            else:
+                valid.append(p.partition_index)
+        if valid:
+            wanted.append((t.name, valid))
+    try:
+        shard = ctx.broker.coordinator.shard_for(group_id)
+        results, waiter = shard.delete_offsets(group_id, wanted)
+    except CoordinatorError as exc:
+        return _response(map_append_error(exc.code), [])  # a top-level error carries no partitions (OD-1)
+
+    def build() -> Any:
+        merged: dict[str, list[tuple[int, int]]] = {name: list(parts) for name, parts in results}
+        for name, parts in unknown.items():
+            merged.setdefault(name, []).extend(parts)
+        return _response(ErrorCode.NONE, list(merged.items()))
+
+    if waiter is None:
+        return build()
+    return _after(waiter, build)
+
+
+async def _after(waiter: Awaitable[Any], build: Any) -> Any:
+    try:
+        await waiter
+    except Exception:
+        return _response(ErrorCode.NOT_COORDINATOR, [])
+    return build()

@@ -1,0 +1,95 @@
+"""OffsetFetch v0-v9 (OF-1..OF-8): v8+ batches groups; null topics mean every partition.
+
+v0 reads the coordinator like v1 (OF-1). For v0-v1, which carry no top-level error, a group
+error is put on every requested partition (the legacy behaviour OF-7 recommends).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import OffsetFetchResponse
+
+from broker.context import RequestContext
+from broker.coordinator.errors import CoordinatorError
+from broker.registry import api
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+_OldTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+_OldPartition = _OldTopic.OffsetFetchResponsePartition
+_Group = OffsetFetchResponse.OffsetFetchResponseGroup
+_Topics = _Group.OffsetFetchResponseTopics
+_Partitions = _Topics.OffsetFetchResponsePartitions
+
+Rows = list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]
+
+
+def _fetch_group(
+    ctx: RequestContext, group_id: str | None, topics: list[tuple[str, list[int]]] | None, require_stable: bool
+) -> tuple[ErrorCode, Rows]:
+    if group_id is None:
+        return ErrorCode.INVALID_GROUP_ID, []
+    try:
+        shard = ctx.broker.coordinator.shard_for(group_id)
+    except CoordinatorError as exc:
+        return exc.code, []
+    return ErrorCode.NONE, shard.fetch_offsets(group_id, topics, require_stable)
+
+
+def _requested(topics: Any) -> list[tuple[str, list[int]]] | None:
+    if topics is None:
+        return None
+    return [(t.name, list(t.partition_indexes)) for t in topics]
+
+
+def _error(request: Any, code: ErrorCode) -> Any:
+    version = request.version
+    if version >= 8:
+        return OffsetFetchResponse(
+            version=version, throttle_time_ms=0, groups=[_Group(group_id=g.group_id, topics=[], error_code=code) for g in request.groups]
+        )
+    return _old_response(version, code, [(t.name, [(p, -1, -1, "", code) for p in t.partition_indexes]) for t in request.topics or []])
+
+
+def _old_response(version: int, error: ErrorCode, rows: Rows) -> Any:
+    topics = [
+        _OldTopic(
+            name=name,
+            partitions=[
+                _OldPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=err)
+                for p, o, e, m, err in parts
+            ],
+        )
+        for name, parts in rows
+    ]
+    return OffsetFetchResponse(version=version, throttle_time_ms=0, topics=topics, error_code=error)
+
+
+@api(ApiKey.OFFSET_FETCH, 0, 9, error_response=_error)
+def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    if version >= 8:
+        groups = []
+        for g in request.groups:
+            error, rows = _fetch_group(ctx, g.group_id, _requested(g.topics), request.require_stable)
+            topics = [
+                _Topics(
+                    name=name,
+                    partitions=[
+                        _Partitions(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=err)
+                        for p, o, e, m, err in parts
+                    ],
+                )
+                for name, parts in rows
+            ]
+            groups.append(_Group(group_id=g.group_id, topics=topics if error is ErrorCode.NONE else [], error_code=error))
+        return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)
+    requested = _requested(request.topics) if version >= 2 else _requested(request.topics or [])
+    error, rows = _fetch_group(ctx, request.group_id, requested, version >= 7 and request.require_stable)
+    if error is not ErrorCode.NONE:
+        if version >= 2:
+            return _old_response(version, error, [])
+        # v0-v1 have no top-level error: every requested partition carries it (OF-7).
+        return _old_response(version, error, [(name, [(p, -1, -1, "", error) for p in parts]) for name, parts in requested or []])
+    return _old_response(version, ErrorCode.NONE, rows)

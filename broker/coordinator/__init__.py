@@ -1,0 +1,1 @@
+"""The group coordinator: shards of `__consumer_offsets`, classic groups, committed offsets."""

@@ -1,0 +1,170 @@
+"""The group coordinator service: owns `__consumer_offsets` and routes each group to its shard.
+
+p(group) = Utils.abs(group.hashCode()) % N (CO-1..CO-3). Shards load in the background after
+the broker starts listening; until a shard is loaded its groups answer
+COORDINATOR_LOAD_IN_PROGRESS (GE-1, GE-2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.coordinator.classic import ClassicGroup
+from broker.coordinator.errors import CoordinatorError
+from broker.coordinator.shard import CoordinatorShard, ShardState
+from broker.topics import OFFSETS_TOPIC, Topic
+from protocol.errors import ErrorCode
+from protocol.javahash import partition_for
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+log = structlog.get_logger("kaflet.coordinator")
+
+
+class CoordinatorStats:
+    """Counters the metrics endpoint reads; callbacks let it observe rebalance durations."""
+
+    def __init__(self) -> None:
+        self.offset_commits = 0
+        self.offset_expirations = 0
+        self.offset_deletions = 0
+        self.rebalances_completed = 0
+        self.on_rebalance: list[Callable[[ClassicGroup, float], Any]] = []
+
+    def rebalance_completed(self, group: ClassicGroup, duration_s: float) -> None:
+        self.rebalances_completed += 1
+        for callback in self.on_rebalance:
+            callback(group, duration_s)
+
+
+class GroupCoordinator:
+    topic_name = OFFSETS_TOPIC
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.num_partitions = broker.config.offsets_partitions
+        self.shards: list[CoordinatorShard] = []
+        self.active = False
+        self.stats = CoordinatorStats()
+        self.loaded = asyncio.Event()
+        self.load_ms = 0.0
+        self._load_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create `__consumer_offsets` if needed (RC-1) and begin loading every shard."""
+        self.broker.topics.on_deleted.append(self._on_topic_deleted)
+        self.active = True
+        self._create_shards()
+
+    def _create_shards(self) -> None:
+        from broker.topic_configs import effective_configs
+
+        topics = self.broker.topics
+        topic = topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = topics.create(
+                OFFSETS_TOPIC,
+                self.num_partitions,
+                {
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+                    "delete.retention.ms": str(self.config.offsets_delete_retention_ms),
+                },
+                internal=True,
+            )
+        elif topic.partitions != self.num_partitions:
+            raise RuntimeError(f"{OFFSETS_TOPIC} has {topic.partitions} partitions but --offsets-partitions is {self.num_partitions}")
+        self.max_batch_bytes = int(effective_configs(topic, self.config)["max.message.bytes"])
+        self.shards = [CoordinatorShard(self, p) for p in range(self.num_partitions)]
+        self.loaded.clear()
+        self._load_task = asyncio.get_running_loop().create_task(self._load_all())
+
+    @property
+    def topic_missing(self) -> bool:
+        return self.broker.topics.get(OFFSETS_TOPIC) is None
+
+    def recreate_topic(self) -> None:
+        """CO-7: a FindCoordinator that finds `__consumer_offsets` deleted creates it again (empty)."""
+        if self.active and self.topic_missing:
+            log.warning("re-creating deleted __consumer_offsets; every group starts empty")
+            self._create_shards()
+
+    async def _load_all(self) -> None:
+        started = time.monotonic()
+        for shard in self.shards:
+            try:
+                await shard.load()
+            except Exception:
+                continue  # the shard is FAILED and answers NOT_COORDINATOR; others keep serving
+        self.load_ms = (time.monotonic() - started) * 1000
+        self.loaded.set()
+        log.info(
+            "coordinator loaded",
+            shards=len(self.shards),
+            failed=[s.partition for s in self.shards if s.state is ShardState.FAILED],
+            groups=sum(len(s.groups) for s in self.shards),
+            offsets=sum(s.offsets.count for s in self.shards),
+            records=sum(s.loaded_records for s in self.shards),
+            load_ms=round(self.load_ms, 1),
+        )
+
+    async def stop(self) -> None:
+        if self._load_task is not None and not self._load_task.done():
+            self._load_task.cancel()
+            try:
+                await self._load_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self.active = False
+        for shard in self.shards:
+            shard.unload()
+
+    @property
+    def all_loaded(self) -> bool:
+        return bool(self.shards) and all(s.state is ShardState.ACTIVE for s in self.shards)
+
+    # -- routing --------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def shard_for(self, group_id: str) -> CoordinatorShard:
+        """GE-1: the active shard of `group_id`, or CoordinatorError with why not."""
+        if not self.active:
+            raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        shard = self.shards[partition_for(group_id, self.num_partitions)]
+        if shard.state is ShardState.ACTIVE:
+            return shard
+        if shard.state is ShardState.LOADING:
+            raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+
+    def active_shards(self) -> list[CoordinatorShard]:
+        return [s for s in self.shards if s.state is ShardState.ACTIVE]
+
+    def any_loading(self) -> bool:
+        return any(s.state is ShardState.LOADING for s in self.shards)
+
+    # -- topic events ---------------------------------------------------------------------
+
+    def _on_topic_deleted(self, topic: Topic) -> None:
+        if topic.name == OFFSETS_TOPIC:
+            # As when Kafka's coordinator resigns its partitions: parked requests get NOT_COORDINATOR.
+            if self._load_task is not None:
+                self._load_task.cancel()
+            for shard in self.shards:
+                shard.unload()
+            return
+        for shard in self.shards:
+            if shard.state is ShardState.ACTIVE:
+                shard.on_partitions_deleted(topic.name, range(topic.partitions))

@@ -1,0 +1,522 @@
+"""One coordinator shard: a partition of `__consumer_offsets`, its groups, offsets and timers.
+
+Every operation of a shard runs on the event loop without awaiting in the middle, so
+operations (requests and timer expirations) are serialized (GE-6). A write appends its
+records as one batch and applies offset records and tombstones with the same `replay()` that
+rebuilds the shard at load; classic-group state is richer than its GroupMetadata record, so
+(as in Kafka, whose classic operations do not replay their records) the live group is
+updated directly and the record is written from it. Responses to writes wait for the
+records' durability per the broker's fsync policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState
+from broker.coordinator.errors import CoordinatorError
+from broker.coordinator.loader import batch_records
+from broker.coordinator.offsets import OffsetStore
+from broker.coordinator.timers import Timers
+from protocol import records as rec
+from protocol.errors import ErrorCode
+from storage import offsets_records as orec
+
+if TYPE_CHECKING:
+    from broker.coordinator.service import GroupCoordinator
+
+log = structlog.get_logger("kaflet.coordinator")
+
+GROUP_EXPIRATION_KEY = "expire-group-metadata"
+Record = tuple[bytes, bytes | None]
+
+
+class ShardState(Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+    UNLOADED = "unloaded"
+
+
+@dataclass
+class PartitionCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+    commit_timestamp: int = -1
+
+
+@dataclass
+class DescribedGroup:
+    group_id: str
+    error: ErrorCode = ErrorCode.NONE
+    state: str = "Dead"
+    protocol_type: str = ""
+    protocol_data: str = ""
+    members: list[tuple[str, str | None, str, str, bytes, bytes]] = field(default_factory=list)
+
+
+def utf16_length(text: str) -> int:
+    """Java's String.length(): UTF-16 code units (OC-6)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+class CoordinatorShard:
+    def __init__(self, service: GroupCoordinator, partition: int) -> None:
+        self.service = service
+        self.partition = partition
+        self.config = service.config
+        self.state = ShardState.LOADING
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets = OffsetStore()
+        self.timers = Timers(lambda: self.state is ShardState.ACTIVE)
+        self.log_ = service.broker.logs.get(service.topic_name, partition)
+        self.max_batch_bytes = service.max_batch_bytes
+        # Transactional offsets read from the log: producer id -> {(group, topic, partition): (value, record offset)}.
+        self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[bytes, int]]] = {}
+        # Record offsets of plain commits made while a transaction of the group was open (TX-4 precedence).
+        self.plain_commit_offsets: dict[tuple[str, str, int], int] = {}
+        self.load_ms = 0.0
+        self.loaded_records = 0
+        from broker.coordinator.rebalance import ClassicRebalancer
+
+        self.classic = ClassicRebalancer(self)
+
+    # -- time ---------------------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        return self.service.broker.clock.now_ms()
+
+    # -- writing and replaying ----------------------------------------------------------
+
+    def write(self, records: list[Record], *, replay: bool = True) -> Awaitable[Any] | None:
+        """Append `records` as one batch, apply them if `replay`, and return the durability wait."""
+        if not records:
+            return None
+        if self.state is not ShardState.ACTIVE:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        batch = rec.build_batch(records, timestamp_ms=self.now_ms())
+        if len(batch) > self.max_batch_bytes:
+            # Kafka's runtime refuses a batch over the partition's max.message.bytes (GE-3 -> UNKNOWN_SERVER_ERROR).
+            raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)
+        try:
+            self.service.broker.faults.check_append(self.service.topic_name, self.partition)
+            appended = self.log_.append(batch)
+        except OSError as exc:
+            log.error("cannot append to __consumer_offsets", partition=self.partition, error=str(exc))
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR) from exc
+        if replay:
+            base = appended.base_offset
+            for i, (key, value) in enumerate(records):
+                self.replay(key, value, base + i)
+        return self.service.broker.logs.wait_durable(self.log_)
+
+    def write_chunked(self, records: list[Record], chunk: int = 5000) -> None:
+        """Background writes (expiry, topic deletion): several batches, nothing to answer."""
+        for i in range(0, len(records), chunk):
+            self.write(records[i : i + chunk])
+
+    def replay(self, key: bytes, value: bytes | None, offset: int = -1, producer_id: int = rec.NO_PRODUCER_ID) -> None:
+        """Apply one record to the shard's state, at load and for runtime writes (RL-1..RL-4)."""
+        kind = (key[0] << 8) | key[1]
+        if kind <= orec.OFFSET_COMMIT_KEY:
+            group_id, topic, partition = orec.parse_offset_commit_key(key)
+            if value is None:
+                self.offsets.remove(group_id, topic, partition)
+                for pending in self.pending_txn.values():  # a tombstone also drops pending offsets (RL-3)
+                    pending.pop((group_id, topic, partition), None)
+                return
+            orec.check_offset_commit_value(value)
+            if group_id not in self.groups:
+                # RL-3: offsets without a group make a simple group (classic, no protocol type).
+                self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
+            if producer_id != rec.NO_PRODUCER_ID:
+                self.pending_txn.setdefault(producer_id, {})[(group_id, topic, partition)] = (value, offset)  # RL-2
+                return
+            if self.pending_txn:
+                self.plain_commit_offsets[(group_id, topic, partition)] = offset
+            self.offsets.put(group_id, topic, partition, value)
+        elif kind == orec.GROUP_METADATA_KEY:
+            group_id = orec.parse_group_metadata_key(key)
+            if value is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups[group_id] = self._group_from_record(group_id, orec.parse_group_metadata_value(value))
+        elif kind in orec.CONSUMER_GROUP_RECORD_TYPES:
+            log.warning("skipping a consumer-group (KIP-848) record: not served by this broker", record_type=kind, partition=self.partition)
+        else:
+            log.warning("skipping a record of unknown type", record_type=kind, partition=self.partition)
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        """RL-2/TX-4: a COMMIT marker applies the producer's pending offsets unless a later plain
+        commit of the same partition exists; ABORT drops them."""
+        pending = self.pending_txn.pop(producer_id, None)
+        if not pending:
+            return
+        if commit:
+            for (group_id, topic, partition), (value, offset) in pending.items():
+                plain = self.plain_commit_offsets.get((group_id, topic, partition), -1)
+                if offset > plain:
+                    self.offsets.put(group_id, topic, partition, value)
+        if not self.pending_txn:
+            self.plain_commit_offsets.clear()
+
+    def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        key = (group_id, topic, partition)
+        return any(key in pending for pending in self.pending_txn.values())
+
+    def _group_from_record(self, group_id: str, value: orec.GroupMetadataValue) -> ClassicGroup:
+        """RL-4: Empty if no members else Stable, at the persisted generation."""
+        group = ClassicGroup(
+            group_id,
+            self.now_ms(),
+            state=GroupState.STABLE if value.members else GroupState.EMPTY,
+            generation_id=value.generation,
+            protocol_type=value.protocol_type or None,
+            protocol_name=value.protocol,
+            leader_id=value.leader,
+            current_state_timestamp=None if value.current_state_timestamp == -1 else value.current_state_timestamp,
+        )
+        for m in value.members:
+            rebalance_timeout = m.session_timeout if m.rebalance_timeout == -1 else m.rebalance_timeout
+            member = ClassicMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                rebalance_timeout,
+                m.session_timeout,
+                value.protocol_type,
+                [(value.protocol or "", m.subscription)],
+                m.assignment,
+            )
+            group.add(member)
+        group.leader_id = value.leader
+        group.subscribed_topics = group.compute_subscribed_topics()
+        return group
+
+    def group_metadata_record(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> Record:
+        """RF-4 / CT-7: the group as Kafka persists it (metadata for the selected protocol)."""
+        members = []
+        for m in group.members.values():
+            members.append(
+                orec.MemberMetadata(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(group.protocol_name),
+                    (assignments or {}).get(m.member_id, m.assignment),
+                )
+            )
+        value = orec.GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            current_state_timestamp=group.current_state_timestamp if group.current_state_timestamp is not None else -1,
+            members=members,
+        )
+        return orec.group_metadata_key(group.group_id), orec.group_metadata_value(value)
+
+    # -- load and unload ----------------------------------------------------------------
+
+    async def load(self) -> None:
+        """RL-1: replay the partition from its start, yielding to the loop between chunks."""
+        started = time.monotonic()
+        count = 0
+        replay = self.replay
+        offsets_put = self.offsets.put
+        groups = self.groups
+        parse_key = orec.parse_offset_commit_key
+        since_yield = 0
+        try:
+            check_value = orec.check_offset_commit_value
+            for buf, pos, header in self.log_.iter_batches():
+                if header.is_control:
+                    for _offset, key, _value in batch_records(buf, pos, header):
+                        kind = rec.control_record_type(key)
+                        if kind is not None:
+                            self.replay_end_transaction(header.producer_id, kind == 1)
+                    continue
+                producer_id = header.producer_id if header.is_transactional else rec.NO_PRODUCER_ID
+                for offset, key, value in batch_records(buf, pos, header):
+                    count += 1
+                    if key is None:
+                        raise orec.RecordFormatError(f"record at offset {offset} has no key")
+                    if value is not None and key[1] == 1 and key[0] == 0 and producer_id == rec.NO_PRODUCER_ID and not self.pending_txn:
+                        # The common case inlined: a committed offset outside any transaction.
+                        group_id, topic, partition = parse_key(key)
+                        check_value(value)
+                        if group_id not in groups:
+                            groups[group_id] = ClassicGroup(group_id, 0)
+                        offsets_put(group_id, topic, partition, value)
+                    else:
+                        replay(key, value, offset, producer_id)
+                since_yield += header.size
+                if since_yield >= 4 * 1024 * 1024:
+                    since_yield = 0
+                    await asyncio.sleep(0)
+        except Exception:
+            self.state = ShardState.FAILED
+            log.error("failed to load coordinator shard", partition=self.partition, exc_info=True)
+            raise
+        self.loaded_records = count
+        self.load_ms = (time.monotonic() - started) * 1000
+        self.state = ShardState.ACTIVE
+        self._on_loaded()
+
+    def _on_loaded(self) -> None:
+        """RL-6: arm member session timers, rebalance oversized groups, start the expiry cycle."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                self.classic.reschedule_heartbeat(group, member)
+            if len(group.members) > self.config.group_max_size:
+                self.classic.prepare_rebalance(group, "loaded group is over group.max.size")
+        self._schedule_expiration()
+
+    def unload(self) -> None:
+        """CT-6: groups go Dead; parked JoinGroups and SyncGroups get NOT_COORDINATOR."""
+        self.state = ShardState.UNLOADED
+        self.timers.cancel_all()
+        for group in self.groups.values():
+            self.classic.on_unloaded(group)
+
+    # -- offsets ------------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        retention_ms: int,
+        api_version: int,
+        commits: list[PartitionCommit],
+    ) -> tuple[list[ErrorCode], Awaitable[Any] | None]:
+        """OC-3..OC-7; returns one error per commit, in order, and the durability wait."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation < 0:
+                group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
+            elif api_version >= 9:
+                raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
+            else:
+                raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
+        error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=False)
+        if error is not ErrorCode.NONE:
+            raise CoordinatorError(error)
+        if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            member = group.members.get(member_id)
+            if member is not None:
+                self.classic.reschedule_heartbeat(group, member)  # OC-5
+        now = self.now_ms()
+        expire = now + retention_ms if retention_ms != -1 else -1
+        max_meta = self.config.offset_metadata_max_bytes
+        records: list[Record] = []
+        results: list[ErrorCode] = []
+        for c in commits:
+            if c.metadata is not None and utf16_length(c.metadata) > max_meta:
+                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            results.append(ErrorCode.NONE)
+            records.append(
+                (
+                    orec.offset_commit_key(group_id, c.topic, c.partition),
+                    orec.offset_commit_value(
+                        c.offset, c.leader_epoch, c.metadata or "", c.commit_timestamp if c.commit_timestamp != -1 else now, expire
+                    ),
+                )
+            )
+        self.service.stats.offset_commits += len(records)
+        return results, self.write(records)
+
+    @staticmethod
+    def validate_offset_commit(
+        group: ClassicGroup, member_id: str, instance_id: str | None, generation: int, transactional: bool
+    ) -> ErrorCode:
+        """OC-4 (and TX-2 when transactional), in Kafka's order."""
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.is_in(GroupState.EMPTY):
+            return ErrorCode.NONE
+        if generation >= 0 or member_id != "" or instance_id is not None:
+            error = group.validate_member(member_id, instance_id)
+            if error is not ErrorCode.NONE:
+                return error
+            if generation != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not transactional and not group.is_in(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not transactional and group.is_in(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
+    ) -> list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]:
+        """OF-2..OF-5: (topic, [(partition, offset, leader epoch, metadata, error)]) in request order."""
+        group = self.groups.get(group_id)
+        known = group is not None and not group.is_in(GroupState.DEAD)
+        group_offsets = self.offsets.of_group(group_id) if known else None
+        unstable = require_stable and bool(self.pending_txn)
+
+        def row(topic: str, partition: int, raw: bytes | None) -> tuple[int, int, int, str, ErrorCode]:
+            if unstable and self.has_pending_offset(group_id, topic, partition):
+                return (partition, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)  # OF-5
+            if raw is None:
+                return (partition, -1, -1, "", ErrorCode.NONE)
+            v = orec.parse_offset_commit_value(raw)
+            return (partition, v.offset, v.leader_epoch, v.metadata, ErrorCode.NONE)
+
+        if topics is None:
+            if not known:
+                return []
+            return [(topic, [row(topic, p, raw) for p, raw in partitions.items()]) for topic, partitions in (group_offsets or {}).items()]
+        out = []
+        for topic, partitions in topics:
+            by_partition = group_offsets.get(topic) if group_offsets else None
+            out.append((topic, [row(topic, p, by_partition.get(p) if by_partition else None) for p in partitions]))
+        return out
+
+    def delete_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]]
+    ) -> tuple[list[tuple[str, list[tuple[int, ErrorCode]]]], Awaitable[Any] | None]:
+        """OD-1/OD-2; raises CoordinatorError for group-level errors."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
+        if (
+            group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
+            and not group.uses_consumer_protocol
+        ):
+            raise CoordinatorError(ErrorCode.NON_EMPTY_GROUP)
+        records: list[Record] = []
+        out = []
+        for topic, partitions in topics:
+            if group.is_subscribed_to(topic):
+                out.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions]))
+                continue
+            for p in partitions:
+                if self.offsets.has(group_id, topic, p):
+                    records.append((orec.offset_commit_key(group_id, topic, p), None))
+            out.append((topic, [(p, ErrorCode.NONE) for p in partitions]))
+        self.service.stats.offset_deletions += len(records)
+        return out, self.write(records)
+
+    def on_partitions_deleted(self, topic: str, partitions: Iterable[int]) -> None:
+        """OR-5: offsets of deleted partitions are tombstoned at once."""
+        wanted = set(partitions)
+        records: list[Record] = []
+        for group_id, topics in self.offsets.by_group.items():
+            for p in topics.get(topic, {}):
+                if p in wanted:
+                    records.append((orec.offset_commit_key(group_id, topic, p), None))
+        if records and self.state is ShardState.ACTIVE:
+            self.service.stats.offset_deletions += len(records)
+            self.write_chunked(records)
+
+    # -- expiry (OR-1..OR-4) ------------------------------------------------------------
+
+    def _schedule_expiration(self) -> None:
+        self.timers.schedule(GROUP_EXPIRATION_KEY, self.config.offsets_retention_check_interval_ms, self.cleanup_group_metadata)
+
+    def cleanup_group_metadata(self) -> int:
+        records: list[Record] = []
+        for group_id in list(self.groups):
+            if self._cleanup_expired_offsets(group_id, records):
+                group = self.groups.get(group_id)
+                if group is not None and group.is_empty:
+                    records.append((orec.group_metadata_key(group_id), None))
+        self._schedule_expiration()
+        if records:
+            log.info("expired offsets and groups", partition=self.partition, tombstones=len(records))
+            self.write_chunked(records)
+        return len(records)
+
+    def _cleanup_expired_offsets(self, group_id: str, records: list[Record]) -> bool:
+        """True if the group has no offsets left after this pass (OR-4)."""
+        topics = self.offsets.of_group(group_id)
+        if topics is None:
+            return True
+        group = self.groups[group_id]
+        base = group.offset_expiration_base()
+        if base is None:
+            return False
+        now = self.now_ms()
+        retention = self.config.offsets_retention_minutes * 60_000
+        all_expired = True
+        expired = 0
+        for topic, partitions in topics.items():
+            if group.is_subscribed_to(topic):
+                all_expired = False
+                continue
+            for partition, raw in partitions.items():
+                v = orec.parse_offset_commit_value(raw)
+                if v.expire_timestamp != -1:
+                    is_expired = now >= v.expire_timestamp
+                else:
+                    since = (
+                        group.current_state_timestamp
+                        if base == "state" and group.current_state_timestamp is not None
+                        else v.commit_timestamp
+                    )
+                    is_expired = now - since >= retention
+                if is_expired:
+                    records.append((orec.offset_commit_key(group_id, topic, partition), None))
+                    expired += 1
+                else:
+                    all_expired = False
+        self.service.stats.offset_expirations += expired
+        return all_expired
+
+    # -- group administration -----------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> DescribedGroup:
+        """DG-1/DG-2."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return DescribedGroup(group_id)
+        described = DescribedGroup(group_id, state=group.state.value, protocol_type=group.protocol_type or "")
+        stable = group.is_in(GroupState.STABLE)
+        if stable:
+            described.protocol_data = group.protocol_name or ""
+        for m in group.members.values():
+            metadata = m.metadata(group.protocol_name) if stable else b""
+            described.members.append((m.member_id, m.group_instance_id, m.client_id, m.client_host, metadata, m.assignment))
+        return described
+
+    def list_groups(self) -> list[ClassicGroup]:
+        return list(self.groups.values())
+
+    def delete_groups(self, group_ids: list[str]) -> tuple[list[tuple[str, ErrorCode]], Awaitable[Any] | None]:
+        """DL-2/DL-3: offsets tombstoned, then the group."""
+        records: list[Record] = []
+        results = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None or group.is_in(GroupState.DEAD):
+                results.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
+                continue
+            if not group.is_empty:
+                results.append((group_id, ErrorCode.NON_EMPTY_GROUP))
+                continue
+            for topic, partitions in (self.offsets.of_group(group_id) or {}).items():
+                for p in partitions:
+                    records.append((orec.offset_commit_key(group_id, topic, p), None))
+            records.append((orec.group_metadata_key(group_id), None))
+            results.append((group_id, ErrorCode.NONE))
+        if records:
+            log.info("deleted groups", groups=[g for g, e in results if e is ErrorCode.NONE], partition=self.partition)
+        return results, self.write(records)
