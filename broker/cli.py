@@ -28,7 +28,7 @@ def _serve(args: argparse.Namespace) -> int:
         runner = asyncio.run
     try:
         runner(Broker(config).serve_forever())
-    except DataDirError as exc:
+    except (DataDirError, OSError) as exc:  # OSError: a listen address is taken or not ours
         import structlog
 
         structlog.get_logger("kaflet.broker").error("cannot start", reason=str(exc))

@@ -54,6 +54,7 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self.client_software: tuple[str, str] | None = None
         self.in_flight: asyncio.Task[Any] | None = None
+        self.started = 0.0  # perf_counter() when the frame being handled was taken up (metrics)
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -167,6 +168,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _dispatch(self, frame: bytes) -> Any:
         """Handle one frame. Returns None when done, or a coroutine to run for a parked handler."""
+        self.started = time.perf_counter()
         try:
             api_key, api_version, corr = peek_api(frame)
         except HeaderError as exc:
@@ -205,7 +207,7 @@ class KafkaConnection(asyncio.Protocol):
             raise
         except Exception:
             ctx.log.error("handler failed", exc_info=True)
-            result = self._error_answer(spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            result = self._error_answer(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
         if asyncio.iscoroutine(result):
             return self._finish_async(ctx, spec, request, result, resp_flexible)
         self._respond(ctx, spec, result, resp_flexible)
@@ -218,7 +220,7 @@ class KafkaConnection(asyncio.Protocol):
             raise
         except Exception:
             ctx.log.error("handler failed", exc_info=True)
-            result = self._error_answer(spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            result = self._error_answer(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
         if not self.closing:
             self._respond(ctx, spec, result, resp_flexible)
 
@@ -232,17 +234,20 @@ class KafkaConnection(asyncio.Protocol):
             if asyncio.iscoroutine(result):
                 result = await result
         else:
-            result = self._error_answer(spec, request, fault.error)
+            result = self._error_answer(ctx, spec, request, fault.error)
         if not self.closing:
             self._respond(ctx, spec, result, resp_flexible)
 
-    def _error_answer(self, spec: ApiSpec, request: Any, code: ErrorCode) -> Any:
+    def _error_answer(self, ctx: RequestContext, spec: ApiSpec, request: Any, code: ErrorCode) -> Any:
         if spec.error_response is None:
             raise CloseConnection(f"{spec.name} failed and has no error response")
+        ctx.errors = [code]  # counted once when the answer is an encoded body (metrics)
         return spec.error_response(request, code)
 
     def _respond(self, ctx: RequestContext, spec: ApiSpec, result: Any, resp_flexible: bool) -> None:
         if result is None:
+            if self.broker.observe_response is not None:
+                self.broker.observe_response(ctx, None, self.started)
             return
         if isinstance(result, (bytes, bytearray, memoryview)):
             body: Any = result
@@ -257,11 +262,10 @@ class KafkaConnection(asyncio.Protocol):
                 ctx.log.error("response does not encode; closing connection", exc_info=True)
                 self.close()
                 return
-        if self.broker.debug_requests:
-            ctx.log.debug(
-                "response", body=repr(result)[:2000] if not isinstance(result, (bytes, bytearray, memoryview, list)) else "<encoded>"
-            )
         self.write_response(ctx.correlation_id, resp_flexible, body)
+        observe = self.broker.observe_response
+        if observe is not None:  # request metrics and the debug response line (broker/metrics/requests.py)
+            observe(ctx, result, self.started)
 
     def write_response(self, correlation_id: int, flexible: bool, body: Any) -> None:
         """The one place a response leaves the broker: size, header, body."""

@@ -21,6 +21,9 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
+    # Error codes (other than NONE) of an answer the handler encoded itself, for the request
+    # metrics; response objects are read directly (broker/metrics/errors.py).
+    errors: list[int] | None = None
 
     @property
     def peer(self) -> str:

@@ -84,9 +84,10 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
 
     shape = None if requested is None else tuple((t.name, getattr(t, "topic_id", None)) for t in requested)
     key = (version, shape, allow_auto, include_cluster_ops, include_topic_ops)
-    cache: dict[Any, tuple[int, bytes]] = broker.__dict__.setdefault("_metadata_cache", {})
+    cache: dict[Any, tuple[int, bytes, list[int] | None]] = broker.__dict__.setdefault("_metadata_cache", {})
     hit = cache.get(key)
     if hit is not None and hit[0] == topics_mgr.generation:
+        ctx.errors = hit[2]  # topic errors of the cached answer, for the request metrics
         return hit[1]
 
     entries: list[Any] = []
@@ -132,5 +133,6 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     body = bytes(response.encode())
     if len(cache) >= _CACHE_LIMIT:
         cache.clear()
-    cache[key] = (topics_mgr.generation, body)
+    ctx.errors = [e.error_code for e in entries if e.error_code] or None
+    cache[key] = (topics_mgr.generation, body, ctx.errors)
     return body

@@ -25,6 +25,7 @@ class BrokerProcess:
         self._cond = threading.Condition()
         self.bootstrap = ""
         self.port = 0
+        self.metrics: str | None = None  # host:port of the metrics endpoint, from the ready line
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         env = dict(os.environ)
@@ -54,6 +55,7 @@ class BrokerProcess:
         ready = self.wait_for(lambda r: r.get("event") == "broker ready", timeout)
         self.bootstrap = ready["bootstrap"]
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
+        self.metrics = ready.get("metrics")
         return self
 
     def _pump(self, proc: subprocess.Popen[bytes]) -> None:

@@ -1,0 +1,92 @@
+"""Recorders cheap enough for the request path: fixed-bucket histograms and plain counters.
+
+Nothing here imports prometheus_client; the collectors turn these into metric families when
+/metrics is scraped. A histogram observation is one bisect and two increments (~0.2 us),
+against ~1.5 us for a labelled prometheus_client Histogram (label lookup and a lock).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+
+# Request latencies: from a cached Metadata answer (~20 us) to a JoinGroup parked for a rebalance.
+REQUEST_BUCKETS: tuple[float, ...] = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+# Appends are microseconds (page cache); fsyncs are milliseconds to seconds.
+STORAGE_BUCKETS: tuple[float, ...] = (
+    0.00001,
+    0.000025,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
+# Rebalances: the initial delay (3 s in Kafka), session timeouts, the rebalance timeout (5 min).
+REBALANCE_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+class Histogram:
+    """Counts per bucket (upper bounds inclusive, as Prometheus's `le`) and the sum."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """(le, cumulative count) pairs, +Inf last: what a histogram family is built from."""
+        out = []
+        total = 0
+        for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            total += n
+            out.append(("+Inf" if bound == float("inf") else repr(float(bound)), total))
+        return out
+
+    @classmethod
+    def merged(cls, bounds: Sequence[float], parts: Iterable[Histogram]) -> Histogram:
+        out = cls(bounds)
+        for h in parts:
+            for i, n in enumerate(h.counts):
+                out.counts[i] += n
+            out.sum += h.sum
+        return out
