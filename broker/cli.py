@@ -36,12 +36,23 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _admin(args: argparse.Namespace) -> int:
+    from broker.admin_cli.main import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from broker.admin_cli.main import add_parsers
+
     parser = argparse.ArgumentParser(prog="kaflet", description="A lightweight Kafka-compatible broker.")
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the broker")
     Config.add_arguments(serve)
     serve.set_defaults(func=_serve)
+    add_parsers(sub)  # `kaflet topics ...`, `kaflet groups ...`: admin over the Kafka protocol
+    for name in ("topics", "groups"):
+        sub.choices[name].set_defaults(func=_admin)
     return parser
 
 
