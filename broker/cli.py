@@ -36,23 +36,19 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _admin(args: argparse.Namespace) -> int:
-    from broker.admin_cli.main import run
-
-    return run(args)
+# Admin commands over the Kafka protocol (broker/admin_cli): parsed there, so that `serve`
+# does not import them.
+ADMIN_COMMANDS = {"topics": "list, describe, create and delete topics", "groups": "list, describe, delete groups; lag; reset offsets"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from broker.admin_cli.main import add_parsers
-
     parser = argparse.ArgumentParser(prog="kaflet", description="A lightweight Kafka-compatible broker.")
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the broker")
     Config.add_arguments(serve)
     serve.set_defaults(func=_serve)
-    add_parsers(sub)  # `kaflet topics ...`, `kaflet groups ...`: admin over the Kafka protocol
-    for name in ("topics", "groups"):
-        sub.choices[name].set_defaults(func=_admin)
+    for name, text in ADMIN_COMMANDS.items():
+        sub.add_parser(name, help=text + f" (kaflet {name} --help)", add_help=False)
     return parser
 
 
@@ -61,5 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     if not argv or argv[0].startswith("-"):
         argv = ["serve", *argv]  # `python -m broker` alone serves
+    if argv[0] in ADMIN_COMMANDS:
+        from broker.admin_cli.main import main as admin_main
+
+        return admin_main(argv)
     args = parser.parse_args(argv)
     return int(args.func(args))

@@ -31,6 +31,13 @@ def add_parsers(sub: Any) -> None:
     groups.add_parsers(sub, common)
 
 
+def main(argv: list[str]) -> int:
+    """`kaflet topics ...` / `kaflet groups ...` (argv starts with the command)."""
+    parser = argparse.ArgumentParser(prog="kaflet", description="Admin commands over the Kafka protocol.")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(argv))
+
+
 def run(args: argparse.Namespace) -> int:
     import kafka.errors as errors
     from kafka import KafkaAdminClient
