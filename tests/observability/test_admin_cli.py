@@ -17,6 +17,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from tests.support.procs import BrokerProcess
 from tests.support.waiting import wait_until
 
+
+def assigned(consumer: Consumer) -> bool:
+    """Poll once (that serves the rebalance) and say whether the consumer has partitions."""
+    consumer.poll(0.1)
+    return bool(consumer.assignment())
+
+
 OK, FAILED, USAGE, UNREACHABLE, GROUP_ACTIVE = 0, 1, 2, 3, 4
 
 
@@ -95,7 +102,7 @@ def test_groups_list_describe_lag_and_delete(broker_proc: Callable[..., BrokerPr
     assert producer.flush(20) == 0
     member = consumer(bs, "readers")
     member.subscribe(["events"])
-    wait_until(lambda: member.poll(0.1) is not None and len(member.assignment()) == 2, timeout=30, message="assignment")
+    wait_until(lambda: assigned(member) and len(member.assignment()) == 2, timeout=30, message="assignment")
     member.commit(offsets=[TopicPartition("events", 0, 3)], asynchronous=False)
     member_id = member.memberid()
     try:
@@ -136,7 +143,7 @@ def test_reset_offsets_moves_what_a_consumer_reads_next(broker_proc: Callable[..
     assert producer.flush(20) == 0
     member = consumer(bs, "resetters")
     member.subscribe(["stream"])
-    wait_until(lambda: member.poll(0.1) is not None and bool(member.assignment()), timeout=30, message="assignment")
+    wait_until(lambda: assigned(member), timeout=30, message="assignment")
     member.commit(offsets=[TopicPartition("stream", 0, 8)], asynchronous=False)
     try:
         # Refused while the group has a member, with kafka-consumer-groups.sh's message.
