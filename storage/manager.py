@@ -101,8 +101,9 @@ class LogManager:
         self._background: set[asyncio.Future[Any]] = set()
         self.closed = False
         self.was_clean = True
-        # Metrics hooks (None when off): each append's and each fsync pass's duration in seconds.
-        self.observe_append: Callable[[float], None] | None = None
+        # Metrics hooks (None when off): a histogram every log updates per append (see
+        # PartitionLog.append_histogram) and a callback given each fsync pass's duration (s).
+        self.append_histogram: Any = None
         self.observe_fsync: Callable[[float], None] | None = None
 
     # -- start-up -------------------------------------------------------------------------
@@ -174,15 +175,15 @@ class LogManager:
             fsync_dir(self.dir)  # the partition directory's entry
         plog.on_roll = self._on_roll
         plog.on_log_start_changed = self._on_log_start_changed
-        plog.observe_append = self.observe_append
+        plog.append_histogram = self.append_histogram
         return plog
 
-    def set_observers(self, append: Callable[[float], None] | None, fsync: Callable[[float], None] | None) -> None:
+    def set_observers(self, append_histogram: Any, fsync: Callable[[float], None] | None) -> None:
         """Install the metrics hooks on every log, present and future."""
-        self.observe_append = append
+        self.append_histogram = append_histogram
         self.observe_fsync = fsync
         for plog in self.logs.values():
-            plog.observe_append = append
+            plog.append_histogram = append_histogram
 
     async def start(self) -> None:
         """Start the periodic work: retention, compaction, checkpoints, interval fsync."""

@@ -17,15 +17,16 @@ from typing import Any
 
 Walker = Callable[[Any], list[int] | None]
 
-_WALKERS: dict[tuple[type, int], Walker] = {}
+# (response class, version) -> walker; read directly by the request hook (requests.py).
+WALKERS: dict[tuple[type, int], Walker] = {}
 
 
 def error_codes(response: Any, version: int) -> list[int] | None:
     """The non-zero error codes of `response` as encoded at `version`, or None if there are none."""
     key = (type(response), version)
-    walker = _WALKERS.get(key)
+    walker = WALKERS.get(key)
     if walker is None:
-        walker = _WALKERS[key] = compile_walker(type(response), version)
+        walker = WALKERS[key] = compile_walker(type(response), version)
     return walker(response)
 
 

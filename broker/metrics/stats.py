@@ -1,13 +1,13 @@
 """Recorders cheap enough for the request path: fixed-bucket histograms and plain counters.
 
 Nothing here imports prometheus_client; the collectors turn these into metric families when
-/metrics is scraped. A histogram observation is one bisect and two increments (~0.2 us),
-against ~1.5 us for a labelled prometheus_client Histogram (label lookup and a lock).
+/metrics is scraped. A histogram observation is a list append, against ~1.5 us for a
+labelled prometheus_client Histogram (label lookup and a lock).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 
 # Request latencies: from a cached Metadata answer (~20 us) to a JoinGroup parked for a rebalance.
@@ -56,18 +56,55 @@ REBALANCE_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 
 
 class Histogram:
-    """Counts per bucket (upper bounds inclusive, as Prometheus's `le`) and the sum."""
+    """Counts per bucket (upper bounds inclusive, as Prometheus's `le`) and the sum.
 
-    __slots__ = ("bounds", "counts", "sum")
+    Hot paths append raw values to `pending` (one list append); they are sorted and folded into
+    the buckets in bulk every FOLD_AT values and whenever the histogram is read. Bisecting
+    each value as it comes cost ~1 us per request in the broker (cold caches, a float and an
+    int allocated per update); folding a sorted batch costs a few percent of that.
+    """
+
+    __slots__ = ("_counts", "_sum", "bounds", "pending")
+
+    FOLD_AT = 1024
 
     def __init__(self, bounds: Sequence[float]) -> None:
         self.bounds = tuple(bounds)
-        self.counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
-        self.sum = 0.0
+        self._counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
+        self._sum = 0.0
+        self.pending: list[float] = []
 
     def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.sum += value
+        pending = self.pending
+        pending.append(value)
+        if len(pending) >= self.FOLD_AT:
+            self.fold()
+
+    def fold(self) -> None:
+        """Move the pending values into the buckets (in place: hot paths hold `pending`)."""
+        values = self.pending
+        if not values:
+            return
+        values.sort()
+        below = 0
+        counts = self._counts
+        for i, bound in enumerate(self.bounds):
+            upto = bisect_right(values, bound, below)
+            counts[i] += upto - below
+            below = upto
+        counts[-1] += len(values) - below
+        self._sum += sum(values)
+        values.clear()
+
+    @property
+    def counts(self) -> list[int]:
+        self.fold()
+        return self._counts
+
+    @property
+    def sum(self) -> float:
+        self.fold()
+        return self._sum
 
     @property
     def count(self) -> int:
@@ -87,6 +124,6 @@ class Histogram:
         out = cls(bounds)
         for h in parts:
             for i, n in enumerate(h.counts):
-                out.counts[i] += n
-            out.sum += h.sum
+                out._counts[i] += n
+            out._sum += h.sum
         return out

@@ -95,6 +95,20 @@ def test_histogram_buckets_are_cumulative_with_inclusive_bounds() -> None:
     assert merged.cumulative()[-1] == ("+Inf", 10)
 
 
+def test_histogram_folds_pending_values_in_batches_and_on_read() -> None:
+    bounds = (0.001, 0.01, 0.1)
+    h = Histogram(bounds)
+    values = [((i * 7919) % 1000) / 5000 for i in range(2 * Histogram.FOLD_AT + 17)]  # 0 .. 0.2
+    for v in values:
+        h.observe(v)
+    assert len(h.pending) == 17  # two batches folded on the way
+    expected = [sum(1 for v in values if v <= b) for b in bounds] + [len(values)]
+    assert [n for _, n in h.cumulative()] == expected
+    assert h.pending == [] and abs(h.sum - sum(values)) < 1e-9
+    h.pending.append(0.05)  # what the request path and the log append do
+    assert h.count == len(values) + 1
+
+
 def test_label_values_round_trip_through_the_parser() -> None:
     odd = 'a"b\\c\nd'
     text = f'# TYPE x gauge\nx{{g="{label_value(odd)}",h="{label_value("plain")}"}} 1\n'
