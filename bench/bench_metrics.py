@@ -132,7 +132,10 @@ async def _in_process(ctx: Context) -> list[Row]:
     import tempfile
 
     from broker import Broker, Config
+    from broker import logging as kaflet_logging
     from broker.connection import KafkaConnection
+
+    kaflet_logging.configure("json", "warning")  # the broker in this process: no lines on the table
 
     partitions = bench_offset_commit.PARTITIONS
     loads = [
