@@ -100,8 +100,8 @@ class PartitionLog:
         self.on_roll: Callable[[PartitionLog, Segment], None] | None = None
         self.on_log_start_changed: Callable[[PartitionLog], None] | None = None
         # Set by the LogManager when metrics are on: a histogram of append durations in seconds,
-        # any object with a `pending` list, FOLD_AT and fold() (broker.metrics.stats.Histogram),
-        # fed inline because a call per append costs more than the append to `pending`.
+        # any object with a `pending` list its owner folds (broker.metrics.stats.Histogram); fed
+        # inline because a call per append costs more than the append to `pending`.
         self.append_histogram: Any = None
 
     # -- opening ----------------------------------------------------------------------------
@@ -303,10 +303,7 @@ class PartitionLog:
             for waiter in tuple(self._waiters):
                 waiter(size)
         if histogram is not None:
-            pending = histogram.pending
-            pending.append(time.perf_counter() - started)
-            if len(pending) >= histogram.FOLD_AT:
-                histogram.fold()
+            histogram.pending.append(time.perf_counter() - started)
         return AppendResult(base, last, append_time, self.log_start_offset, size)
 
     def _should_roll(self, seg: Segment, size: int, max_ts: int, last: int, now: int | None) -> bool:

@@ -70,42 +70,45 @@ class RequestMetrics:
 
         return observe_and_log
 
+    def fold(self) -> None:
+        """Fold every latency histogram's pending durations (the service does it every second)."""
+        for h in self.latency.values():
+            h.fold()
+
     def _counting(self) -> Observer:
         latency = self.latency
         errors = self.errors
         bounds = REQUEST_BUCKETS
         walkers = WALKERS
         encoded = _ENCODED_TYPES
-        fold_at = Histogram.FOLD_AT
-        # Histograms by [api key][version]: two list indexings instead of hashing a tuple key
-        # (see bench `metrics` for what the hook costs per request).
-        table: list[list[Histogram | None]] = [[None] * _VERSIONS for _ in range(_API_KEYS)]
+        # Each (api key, version)'s pending durations, by [api key][version]: the hook appends to
+        # a list found by two indexings, and does nothing else on the common path. Measured in
+        # the broker, every further attribute, test or hash here cost ~0.1-0.3 us per request.
+        table: list[list[list[float] | None]] = [[None] * _VERSIONS for _ in range(_API_KEYS)]
 
-        def histogram(api: int, version: int) -> Histogram:
+        def pending_of(api: int, version: int) -> list[float]:
             h = latency[(api, version)] = Histogram(bounds)
-            table[api][version] = h
-            return h
+            table[api][version] = h.pending
+            return h.pending
+
+        def count_errors(api: int, version: int, codes: list[int]) -> None:
+            for code in codes:
+                k = (api, version, code)
+                errors[k] = errors.get(k, 0) + 1
 
         def observe(ctx: RequestContext, result: Any, started: float) -> None:
             elapsed = perf_counter() - started
-            api = ctx.api_key
-            version = ctx.api_version
-            h = table[api][version]
-            if h is None:
-                h = histogram(api, version)
-            pending = h.pending
+            pending = table[ctx.api_key][ctx.api_version]
+            if pending is None:
+                pending = pending_of(ctx.api_key, ctx.api_version)
             pending.append(elapsed)
-            if len(pending) >= fold_at:
-                h.fold()
             cls = result.__class__
             if cls in encoded:  # bytes, a list of buffers, None (no answer): the handler noted its errors
                 codes = ctx.errors
             else:
-                walker = walkers.get((cls, version))
-                codes = walker(result) if walker is not None else error_codes(result, version)
+                walker = walkers.get((cls, ctx.api_version))
+                codes = walker(result) if walker is not None else error_codes(result, ctx.api_version)
             if codes:
-                for code in codes:
-                    k = (api, version, code)
-                    errors[k] = errors.get(k, 0) + 1
+                count_errors(ctx.api_key, ctx.api_version, codes)
 
         return observe

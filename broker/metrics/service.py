@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kaflet.metrics")
 
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
+FOLD_INTERVAL_S = 1.0
 JSON = "application/json"
 
 
@@ -53,6 +55,7 @@ class MetricsService:
         self.server: Any = None
         self.address: str | None = None  # host:port the endpoint is bound to
         self._registry: Any = None
+        self._fold_timer: asyncio.TimerHandle | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -75,8 +78,22 @@ class MetricsService:
         broker.logs.set_observers(self.append_duration, self.fsync_duration.observe)
         if broker.coordinator is not None:
             broker.coordinator.stats.on_rebalance.append(lambda _group, seconds: self.rebalance_duration.observe(seconds))
+        self._fold_timer = asyncio.get_running_loop().call_later(FOLD_INTERVAL_S, self._fold)
+
+    def fold(self) -> None:
+        """Fold the durations the hot paths appended into their histograms."""
+        self.requests.fold()
+        self.append_duration.fold()
+
+    def _fold(self) -> None:
+        # Every second: keeps the pending lists short (~1 s of requests) and each fold cheap.
+        self.fold()
+        self._fold_timer = asyncio.get_running_loop().call_later(FOLD_INTERVAL_S, self._fold)
 
     async def stop(self) -> None:
+        if self._fold_timer is not None:
+            self._fold_timer.cancel()
+            self._fold_timer = None
         if self.server is not None:
             self.server.close()
             self.server = None

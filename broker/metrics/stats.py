@@ -58,10 +58,11 @@ REBALANCE_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 class Histogram:
     """Counts per bucket (upper bounds inclusive, as Prometheus's `le`) and the sum.
 
-    Hot paths append raw values to `pending` (one list append); they are sorted and folded into
-    the buckets in bulk every FOLD_AT values and whenever the histogram is read. Bisecting
-    each value as it comes cost ~1 us per request in the broker (cold caches, a float and an
-    int allocated per update); folding a sorted batch costs a few percent of that.
+    Hot paths (the request hook, the log append) only append raw values to `pending`; the
+    metrics service folds them into the buckets every second and whenever the histogram is
+    read, a sorted batch at a time. Bisecting each value as it came cost ~1 us per request in
+    the broker (cold caches, a float and an int allocated per update). `observe()`, for rare
+    events, folds by itself every FOLD_AT values.
     """
 
     __slots__ = ("_counts", "_sum", "bounds", "pending")
