@@ -17,6 +17,7 @@ import structlog
 
 from broker import faults
 from broker.context import RequestContext
+from broker.logging import summarize
 from broker.registry import REGISTRY, ApiSpec
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -197,7 +198,7 @@ class KafkaConnection(asyncio.Protocol):
         # ApiVersions responses always use header v0 (clients cannot know the flexible version yet).
         resp_flexible = flexible and api_key != ApiKey.API_VERSIONS
         if self.broker.debug_requests:
-            ctx.log.debug("request", body=repr(request)[:2000])
+            ctx.log.debug("request", body=summarize(request))
         injected = faults.match(self.broker, ctx, request)
         if injected is not None:
             return self._run_fault(ctx, spec, request, injected, resp_flexible)

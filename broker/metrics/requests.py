@@ -16,6 +16,7 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from broker.logging import summarize
 from broker.metrics.errors import WALKERS, error_codes
 from broker.metrics.stats import REQUEST_BUCKETS, Histogram
 from protocol.errors import ErrorCode
@@ -62,6 +63,7 @@ class RequestMetrics:
                 size = None
             ctx.log.debug(
                 "response",
+                body=summarize(result) if size is None and result is not None else None,
                 sent=result is not None,
                 errors=[error_name(c) for c in codes] if codes else [],
                 bytes=size,

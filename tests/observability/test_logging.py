@@ -6,7 +6,17 @@ The broker runs as a child process logging JSON lines (stderr is a pipe, not a t
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -116,3 +126,38 @@ async def test_group_events_are_logged_at_info(broker_proc: Callable[..., Broker
     finally:
         for client in clients:
             await client.close()
+
+
+def test_console_lines_on_a_terminal_json_lines_otherwise(tmp_path: Path) -> None:
+    """The same start-up, once with stderr on a pseudo-terminal and once on a pipe."""
+    cmd = [sys.executable, "-m", "broker", "serve", "--port", "0", "--no-metrics", "--data-dir", str(tmp_path / "tty")]
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    text = ""
+    try:
+        deadline = time.monotonic() + 30
+        while "broker ready" not in text and time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if ready:
+                text += os.read(leader, 65536).decode(errors="replace")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+        os.close(leader)
+    line = next(line for line in text.splitlines() if "broker ready" in line)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", line)
+    assert "\x1b[" in line and "[info" in plain and "bootstrap=" in plain  # structlog's console renderer, in colour
+    piped = subprocess.Popen(
+        [*cmd[:-1], str(tmp_path / "pipe")], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        assert piped.stderr is not None
+        for raw in piped.stderr:
+            record = json.loads(raw)
+            if record["event"] == "broker ready":
+                assert record["level"] == "info" and "timestamp" in record
+                break
+    finally:
+        piped.send_signal(signal.SIGTERM)
+        piped.wait(20)

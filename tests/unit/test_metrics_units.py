@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from kafka.protocol.consumer import FetchResponse, JoinGroupResponse, OffsetCommitResponse
 from kafka.protocol.metadata import MetadataResponse
+from kafka.protocol.producer import ProduceRequest
 
+from broker.logging import summarize
 from broker.metrics.errors import compile_walker, error_codes
 from broker.metrics.exporter import label_value
 from broker.metrics.stats import Histogram
@@ -113,3 +115,20 @@ def test_label_values_round_trip_through_the_parser() -> None:
     odd = 'a"b\\c\nd'
     text = f'# TYPE x gauge\nx{{g="{label_value(odd)}",h="{label_value("plain")}"}} 1\n'
     assert parse(text).value("x", g=odd, h="plain") == 1
+
+
+def test_debug_summaries_show_bytes_by_size_and_only_the_versions_fields() -> None:
+    topic = ProduceRequest.TopicProduceData
+    part = topic.PartitionProduceData
+    r = ProduceRequest(
+        version=9,
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=30,
+        topic_data=[topic(name="t", partition_data=[part(index=i, records=b"x" * 1000) for i in range(25)])],
+    )
+    text = summarize(r)
+    assert text.startswith("ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30, topic_data=[TopicProduceData(name='t', ")
+    assert "topic_id" not in text  # a v13 field
+    assert "records=<1000 bytes>" in text and "... 25 items]" in text
+    assert len(summarize(r, limit=100)) == 100
