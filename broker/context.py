@@ -21,6 +21,12 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
+    frame: bytes = b""  # the whole request frame (after the size)
+    body_offset: int = 0  # where the request body starts in `frame`
+
+    @property
+    def raw_body(self) -> memoryview:
+        return memoryview(self.frame)[self.body_offset :]
 
     @property
     def peer(self) -> str:

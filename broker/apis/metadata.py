@@ -1,7 +1,8 @@
 """Metadata v0-v12: this node, the cluster id, topics with ids, partitions led here.
 
-Answers are cached as encoded bodies per (version, request shape) and dropped whenever the
-topic set changes, so steady-state Metadata costs a dictionary lookup.
+Answers are cached as encoded bodies keyed by the request's raw bytes and version, and dropped
+whenever the topic set changes: a repeated Metadata request is answered before it is even
+decoded (the connection's fast path), so steady-state Metadata costs a dictionary lookup.
 """
 
 from __future__ import annotations
@@ -70,7 +71,21 @@ def _error(request: Any, code: ErrorCode) -> Any:
     )
 
 
-@api(ApiKey.METADATA, 0, 12, error_response=_error)
+def _cache(broker: Any) -> dict[tuple[int, bytes], tuple[int, bytes]]:
+    cache = broker.__dict__.get("_metadata_cache")
+    if cache is None:
+        cache = broker.__dict__["_metadata_cache"] = {}
+    return cache
+
+
+def _cached(broker: Any, version: int, frame: bytes, body_offset: int) -> bytes | None:
+    hit = _cache(broker).get((version, frame[body_offset:]))
+    if hit is not None and hit[0] == broker.topics.generation:
+        return hit[1]
+    return None
+
+
+@api(ApiKey.METADATA, 0, 12, error_response=_error, fast_path=_cached)
 def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     version = ctx.api_version
@@ -81,13 +96,6 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     allow_auto = request.allow_auto_topic_creation if version >= 4 else True
     include_cluster_ops = bool(version >= 8 and version <= 10 and request.include_cluster_authorized_operations)
     include_topic_ops = bool(version >= 8 and request.include_topic_authorized_operations)
-
-    shape = None if requested is None else tuple((t.name, getattr(t, "topic_id", None)) for t in requested)
-    key = (version, shape, allow_auto, include_cluster_ops, include_topic_ops)
-    cache: dict[Any, tuple[int, bytes]] = broker.__dict__.setdefault("_metadata_cache", {})
-    hit = cache.get(key)
-    if hit is not None and hit[0] == topics_mgr.generation:
-        return hit[1]
 
     entries: list[Any] = []
     if requested is None:
@@ -130,7 +138,9 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         authorized_operations=set(CLUSTER_OPERATIONS) if include_cluster_ops else None,
     )
     body = bytes(response.encode())
+    cache = _cache(broker)
     if len(cache) >= _CACHE_LIMIT:
         cache.clear()
-    cache[key] = (topics_mgr.generation, body)
+    # Stored at the generation after any auto-creation above, so a repeat is a hit.
+    cache[(version, bytes(ctx.raw_body))] = (topics_mgr.generation, body)
     return body
