@@ -27,6 +27,19 @@ def compiled_reader() -> Any:
     return _compiled or None
 
 
+def records_of(buf: Any, pos: int, header: rec.BatchHeader) -> Any:
+    """The records of a batch as objects with .offset, .key and .value: the compiled reader's
+    batch itself when available (no per-record tuple), else the pure-Python records."""
+    reader = compiled_reader()
+    if reader is not None:
+        return reader(memoryview(buf)[pos : pos + header.size])
+    if header.compression:
+        from kafka.record.default_records import DefaultRecordBatch
+
+        return DefaultRecordBatch(bytes(memoryview(buf)[pos : pos + header.size]))
+    return rec.iter_records(buf, pos)
+
+
 def batch_records(buf: Any, pos: int, header: rec.BatchHeader, compiled: bool = True) -> Iterator[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record in the batch at `pos` (compressed batches included)."""
     reader = compiled_reader() if compiled else None

@@ -106,6 +106,7 @@ class GroupCoordinator:
     async def _load_all(self) -> None:
         started = time.monotonic()
         for shard in self.shards:
+            await asyncio.sleep(0)  # let the listener start and requests in between shards
             try:
                 await shard.load()
             except Exception:
