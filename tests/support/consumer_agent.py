@@ -67,18 +67,38 @@ class Commands:
 
 
 class Progress:
-    """Processed positions not yet committed, per partition."""
+    """What an at-least-once consumer tracks: the partitions it owns, and per partition the
+    position after the last record processed and not yet committed."""
 
     def __init__(self) -> None:
+        self.owned: set[TP] = set()
         self.pending: dict[TP, int] = {}
         self.polls_with_records = 0
+
+    def assigned(self, tps: set[TP]) -> None:
+        self.owned |= tps
+
+    def revoked(self, tps: set[TP]) -> dict[TP, int]:
+        """Give up `tps`; their uncommitted positions, to commit before they move."""
+        self.owned -= tps
+        return {tp: self.pending.pop(tp) for tp in tps if tp in self.pending}
+
+    def keep(self, recs: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+        """Records of partitions still owned (a batch may straddle a revocation)."""
+        return [r for r in recs if (r[0], r[1]) in self.owned]
 
     def processed(self, topic: str, partition: int, offset: int) -> None:
         self.pending[(topic, partition)] = offset + 1
 
-    def take(self, only: set[TP] | None = None) -> dict[TP, int]:
-        keys = [tp for tp in self.pending if only is None or tp in only]
-        return {tp: self.pending.pop(tp) for tp in keys}
+    def take(self) -> dict[TP, int]:
+        taken, self.pending = self.pending, {}
+        return taken
+
+    def failed(self, offsets: dict[TP, int]) -> None:
+        """A commit failed: retry its positions with the next one, unless moved or superseded."""
+        for tp, offset in offsets.items():
+            if tp in self.owned and tp not in self.pending:
+                self.pending[tp] = offset
 
 
 def parts(tps: Any) -> list[list[Any]]:
@@ -112,51 +132,67 @@ def run_confluent(spec: dict[str, Any], out: Reporter, commands: Commands) -> No
     consumer = Consumer(conf)
     progress = Progress()
 
-    def commit(offsets: dict[TP, int]) -> None:
-        if not offsets:
-            return
+    def commit(offsets: dict[TP, int]) -> bool:
         try:
             consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
         except KafkaException as exc:
             out.emit("commit_failed", error=str(exc.args[0]))
-            return
-        out.emit("committed", offsets=sorted([t, p, o] for (t, p), o in offsets.items()))
+            return False
+        return committed(out, offsets)
 
     def on_assign(c: Any, tps: Any) -> None:
+        progress.assigned(tp_set(tps))
         out.emit("assigned", parts=parts(tps))
         out.emit("member", id=c.memberid())
 
     def on_revoke(c: Any, tps: Any) -> None:
-        if spec.get("process"):
-            commit(progress.take({(tp.topic, tp.partition) for tp in tps}))
+        offsets = progress.revoked(tp_set(tps))
+        if spec.get("process") and offsets:
+            commit(offsets)
         out.emit("revoked", parts=parts(tps))
 
     def on_lost(c: Any, tps: Any) -> None:
-        progress.take({(tp.topic, tp.partition) for tp in tps})
+        progress.revoked(tp_set(tps))
         out.emit("lost", parts=parts(tps))
 
     consumer.subscribe(spec["topics"], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     out.emit("started")
-    while True:
-        command = commands.next()
-        if command == "close":
-            break
-        if command == "stall":
-            out.emit("stalled")
-            while (command := commands.next(0.1)) not in ("resume", "close"):
-                pass
-            if command == "close":
-                break
+    while follow(commands, out):
         batch = consumer.consume(500, 0.1)
-        handle_batch(spec, out, progress, [(m.topic(), m.partition(), m.offset()) for m in batch if not m.error()], commit)
         for m in batch:
             if m.error():
                 on_error(m.error())
+        handle_batch(spec, out, progress, [(m.topic(), m.partition(), m.offset()) for m in batch if not m.error()], commit)
+    finish(spec, progress, commit)
     consumer.close()
     out.emit("closed")
 
 
+# -- shared by the synchronous clients ---------------------------------------------------------
+
+
+def tp_set(tps: Any) -> set[TP]:
+    return {(tp.topic, tp.partition) for tp in tps}
+
+
+def committed(out: Reporter, offsets: dict[TP, int]) -> bool:
+    out.emit("committed", offsets=sorted([t, p, o] for (t, p), o in offsets.items()))
+    return True
+
+
+def follow(commands: Commands, out: Reporter) -> bool:
+    """Apply pending commands; False once the agent should close."""
+    command = commands.next()
+    if command == "stall":
+        out.emit("stalled")
+        while (command := commands.next(0.1)) not in ("resume", "close"):
+            pass
+    return command != "close"
+
+
 def handle_batch(spec: dict[str, Any], out: Reporter, progress: Progress, recs: list[tuple[str, int, int]], commit: Any) -> None:
+    """Process (report) a poll's records, then commit every `commit_every` polls with records."""
+    recs = progress.keep(recs)
     if not spec.get("process") or not recs:
         return
     for t, p, o in recs:
@@ -164,7 +200,16 @@ def handle_batch(spec: dict[str, Any], out: Reporter, progress: Progress, recs: 
     out.emit("records", recs=[[t, p, o] for t, p, o in recs])
     progress.polls_with_records += 1
     if progress.polls_with_records % spec.get("commit_every", 1) == 0:
-        commit(progress.take())
+        offsets = progress.take()
+        if offsets and not commit(offsets):
+            progress.failed(offsets)
+
+
+def finish(spec: dict[str, Any], progress: Progress, commit: Any) -> None:
+    """Before a clean close, commit what was processed (as an at-least-once application does)."""
+    offsets = progress.take()
+    if spec.get("process") and offsets:
+        commit(offsets)
 
 
 # -- kafka-python ------------------------------------------------------------------------------
@@ -194,49 +239,40 @@ def run_kafka_python(spec: dict[str, Any], out: Reporter, commands: Commands) ->
     )
     progress = Progress()
 
-    def commit(offsets: dict[TP, int]) -> None:
-        if not offsets:
-            return
+    def commit(offsets: dict[TP, int]) -> bool:
         try:
             consumer.commit({KpTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
         except KafkaError as exc:
             out.emit("commit_failed", error=repr(exc))
-            return
-        out.emit("committed", offsets=sorted([t, p, o] for (t, p), o in offsets.items()))
+            return False
+        return committed(out, offsets)
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked: Any) -> None:
-            if spec.get("process"):
-                commit(progress.take({(tp.topic, tp.partition) for tp in revoked}))
+            offsets = progress.revoked(tp_set(revoked))
+            if spec.get("process") and offsets:
+                commit(offsets)
             out.emit("revoked", parts=parts(revoked))
 
         def on_partitions_assigned(self, assigned: Any) -> None:
+            progress.assigned(tp_set(assigned))
             out.emit("assigned", parts=parts(assigned))
             out.emit("member", id=consumer._coordinator._generation.member_id)
 
         def on_partitions_lost(self, lost: Any) -> None:
-            progress.take({(tp.topic, tp.partition) for tp in lost})
+            progress.revoked(tp_set(lost))
             out.emit("lost", parts=parts(lost))
 
     consumer.subscribe(spec["topics"], listener=Listener())
     out.emit("started")
-    while True:
-        command = commands.next()
-        if command == "close":
-            break
-        if command == "stall":
-            out.emit("stalled")
-            while (command := commands.next(0.1)) not in ("resume", "close"):
-                pass
-            if command == "close":
-                break
+    while follow(commands, out):
         try:
             polled = consumer.poll(timeout_ms=100)
         except KafkaError as exc:
-            out.emit("error", code=getattr(exc, "errno", None), name=type(exc).__name__, fatal=True, str=str(exc))
+            out.emit("error", code=getattr(exc, "errno", None), name=type(exc).__name__, fatal=False, str=str(exc))
             continue
-        recs = [(m.topic, m.partition, m.offset) for msgs in polled.values() for m in msgs]
-        handle_batch(spec, out, progress, recs, commit)
+        handle_batch(spec, out, progress, [(m.topic, m.partition, m.offset) for msgs in polled.values() for m in msgs], commit)
+    finish(spec, progress, commit)
     consumer.close()
     out.emit("closed")
 
@@ -272,51 +308,48 @@ async def _run_aiokafka(spec: dict[str, Any], out: Reporter, commands: Commands)
     )
     progress = Progress()
 
-    async def commit(offsets: dict[TP, int]) -> None:
-        if not offsets:
-            return
+    async def commit(offsets: dict[TP, int]) -> bool:
         try:
             await consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "") for (t, p), o in offsets.items()})
         except KafkaError as exc:
             out.emit("commit_failed", error=repr(exc))
-            return
-        out.emit("committed", offsets=sorted([t, p, o] for (t, p), o in offsets.items()))
+            return False
+        return committed(out, offsets)
 
     class Listener(ConsumerRebalanceListener):
         async def on_partitions_revoked(self, revoked: Any) -> None:
-            if spec.get("process"):
-                await commit(progress.take({(tp.topic, tp.partition) for tp in revoked}))
+            offsets = progress.revoked(tp_set(revoked))
+            if spec.get("process") and offsets:
+                await commit(offsets)
             out.emit("revoked", parts=parts(revoked))
 
         async def on_partitions_assigned(self, assigned: Any) -> None:
+            progress.assigned(tp_set(assigned))
             out.emit("assigned", parts=parts(assigned))
             out.emit("member", id=consumer._coordinator.member_id)
 
     consumer.subscribe(spec["topics"], listener=Listener())
     await consumer.start()
     out.emit("started")
-    pending_commit: dict[TP, int] = {}
-
-    def stash(offsets: dict[TP, int]) -> None:
-        pending_commit.update(offsets)
-
+    due: list[dict[TP, int]] = []
     while True:
         command = commands.next()
-        if command == "close":
-            break
         if command == "stall":
             out.emit("stalled")
             while (command := commands.next()) not in ("resume", "close"):
-                await asyncio.sleep(0.1)  # the loop keeps running the client's own tasks
-            if command == "close":
-                break
+                await asyncio.sleep(0.1)  # the loop keeps running the client's own tasks meanwhile
+        if command == "close":
+            break
         polled = await consumer.getmany(timeout_ms=100)
         recs = [(m.topic, m.partition, m.offset) for msgs in polled.values() for m in msgs]
-        handle_batch(spec, out, progress, recs, stash)
-        if pending_commit:
-            offsets = dict(pending_commit)
-            pending_commit.clear()
-            await commit(offsets)
+        handle_batch(spec, out, progress, recs, lambda offsets: due.append(offsets) or True)
+        for offsets in due:
+            if not await commit(offsets):
+                progress.failed(offsets)
+        due.clear()
+    offsets = progress.take()
+    if spec.get("process") and offsets:
+        await commit(offsets)
     await consumer.stop()
     out.emit("closed")
 
