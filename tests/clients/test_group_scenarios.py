@@ -40,32 +40,37 @@ def broker_saw(bp: BrokerProcess, event: str, group: str, agent: Agent) -> dict[
     return bp.wait_for(lambda r: r.get("event") == event and r.get("group") == group and r.get("member") == agent.member_id, timeout=30)
 
 
-@pytest.mark.parametrize("lib", LIBS)
-def test_four_consumers_share_twelve_partitions_through_leave_and_death(
-    lib: str, broker_proc: Callable[..., BrokerProcess], agents: Agents
-) -> None:
-    """4 consumers own the 12 partitions once each; after one closes (LeaveGroup) and another is
-    SIGKILLed (no LeaveGroup: session expiry), the survivors own them all again."""
+def test_four_consumers_of_each_library_through_leave_and_death(broker_proc: Callable[..., BrokerProcess], agents: Agents) -> None:
+    """Three groups on one topic of 12 partitions, one per library, 4 consumers each (12 at
+    once): each group's consumers own the 12 partitions once each; after one consumer of each
+    group closes (LeaveGroup) and another is SIGKILLed (no LeaveGroup: its session expires),
+    the survivors own them all again."""
     bp = start_broker(broker_proc)
-    topic, group = f"four-{lib}", f"g-four-{lib}"
+    topic = "shared"
     admin = create_topic(bp.bootstrap, topic)
-    members = [agents.start(lib, f"{lib}-{i}", bp.bootstrap, group, [topic]) for i in range(4)]
+    groups = {lib: f"g-four-{lib}" for lib in LIBS}
+    members = {lib: [agents.start(lib, f"{lib}-{i}", bp.bootstrap, groups[lib], [topic]) for i in range(4)] for lib in LIBS}
 
-    owned = wait_group(admin, group, members, everything(topic))
-    assert sorted(len(s) for s in owned.values()) == [3, 3, 3, 3]
+    for lib in LIBS:
+        owned = wait_group(admin, groups[lib], members[lib], everything(topic))
+        assert sorted(len(s) for s in owned.values()) == [3, 3, 3, 3], lib
 
-    leaving, killed, survivors = members[0], members[1], members[2:]
-    leaving.close()
-    broker_saw(bp, "member left", group, leaving)
-    owned = wait_group(admin, group, members[1:], everything(topic))
-    assert sorted(len(s) for s in owned.values()) == [4, 4, 4]
+    for lib in LIBS:
+        members[lib][0].close()
+    for lib in LIBS:
+        broker_saw(bp, "member left", groups[lib], members[lib][0])
+        owned = wait_group(admin, groups[lib], members[lib][1:], everything(topic))
+        assert sorted(len(s) for s in owned.values()) == [4, 4, 4], lib
 
-    killed.kill()
-    expired = broker_saw(bp, "member expired", group, killed)
-    assert expired["session_timeout_ms"] == 3000
-    owned = wait_group(admin, group, survivors, everything(topic))
-    assert sorted(len(s) for s in owned.values()) == [6, 6]
-    assert not [r for r in bp.records if r.get("event") == "member left" and r.get("member") == killed.member_id]
+    for lib in LIBS:
+        members[lib][1].kill()
+    for lib in LIBS:
+        killed = members[lib][1]
+        expired = broker_saw(bp, "member expired", groups[lib], killed)
+        assert expired["session_timeout_ms"] == 3000
+        owned = wait_group(admin, groups[lib], members[lib][2:], everything(topic))
+        assert sorted(len(s) for s in owned.values()) == [6, 6], lib
+        assert not [r for r in bp.records if r.get("event") == "member left" and r.get("member") == killed.member_id]
 
 
 @pytest.mark.parametrize("leader", LIBS)
