@@ -102,8 +102,9 @@ def test_mixed_group_of_three_libraries_shares_partitions(leader: str, broker_pr
     assert sorted(len(parts) for parts in owned.values()) == [6, 6]
 
 
-def test_cooperative_sticky_rebalances_revoke_only_what_moves(broker_proc: Callable[..., BrokerProcess], agents: Agents) -> None:
-    """librdkafka's cooperative-sticky assignor (KIP-429) over the classic protocol: each change
+@pytest.mark.parametrize("lib", ["confluent", "kafka-python"])
+def test_cooperative_sticky_rebalances_revoke_only_what_moves(lib: str, broker_proc: Callable[..., BrokerProcess], agents: Agents) -> None:
+    """librdkafka's (and kafka-python's) cooperative-sticky assignor (KIP-429) over the classic protocol: each change
     of membership takes incremental rebalances, and a member only ever revokes the partitions
     that move away from it: the ones it keeps are never revoked, nor lost."""
     bp = start_broker(broker_proc)
@@ -129,7 +130,7 @@ def test_cooperative_sticky_rebalances_revoke_only_what_moves(broker_proc: Calla
         return after
 
     for i in range(3):
-        agent = agents.start("confluent", f"coop-{i}", bp.bootstrap, group, [topic], **spec)
+        agent = agents.start(lib, f"coop-{i}", bp.bootstrap, group, [topic], **spec)
         members.append(agent)
         owned = change(lambda: None, list(members))
         assert sorted(len(s) for s in owned.values()) == {1: [12], 2: [6, 6], 3: [4, 4, 4]}[len(members)]

@@ -18,8 +18,12 @@ polling, to exceed max.poll.interval.ms), "resume". A killed agent is simply SIG
 
 Processing ("process": true) is at-least-once: records are reported before their offsets are
 committed; a commit of the processed positions follows every `commit_every` polls that
-returned records, and the processed positions of revoked partitions are committed in the
-revocation callback.
+returned records (a failed commit is retried with the next one), the processed positions of
+revoked partitions are committed in the revocation callback and the rest before a clean
+close, and records of partitions no longer owned are dropped unprocessed.
+
+`"debug": true` turns on DEBUG logging (librdkafka: debug=cgrp,protocol) to the agent's stderr,
+which the test side keeps in a file and shows when a wait times out.
 """
 
 from __future__ import annotations
@@ -217,13 +221,18 @@ def finish(spec: dict[str, Any], progress: Progress, commit: Any) -> None:
 
 def run_kafka_python(spec: dict[str, Any], out: Reporter, commands: Commands) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.errors import KafkaError
     from kafka.structs import OffsetAndMetadata
     from kafka.structs import TopicPartition as KpTopicPartition
 
-    assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    assignors = {
+        "range": RangePartitionAssignor,
+        "roundrobin": RoundRobinPartitionAssignor,
+        "cooperative-sticky": CooperativeStickyAssignor,
+    }
     consumer = KafkaConsumer(
         bootstrap_servers=spec["bootstrap"],
         group_id=spec["group"],
