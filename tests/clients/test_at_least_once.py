@@ -1,5 +1,6 @@
-"""At-least-once processing across rebalances, with consumers of all three libraries in one
-`range` group while a producer keeps writing.
+"""At-least-once processing across rebalances while a producer keeps writing: consumers of all
+three libraries in one `range` group (eager rebalances), and librdkafka and kafka-python
+consumers in one `cooperative-sticky` group (incremental rebalances).
 
 Each consumer (a child process, tests/support/consumer_agent.py) reports the records it
 processes, commits its positions every few polls and, in its revocation callback and before a
@@ -22,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.clients.test_group_scenarios import create_topic, everything, start_broker
@@ -84,11 +86,23 @@ def commits(agent: Agent) -> list[tuple[float, TP, int]]:
     return [(event["t"], (t, p), o) for event in agent.of_kind("committed") for t, p, o in event["offsets"]]
 
 
-def test_every_record_processed_at_least_once_while_members_come_and_go(broker_proc: Callable[..., BrokerProcess], agents: Agents) -> None:
+# (assignor, libraries of the three first members, of the one that joins, of the one that joins last).
+# aiokafka has no cooperative assignor; kafka-python and librdkafka both implement KIP-429's.
+SCENARIOS = {
+    "range": ("range", ["confluent", "kafka-python", "aiokafka"], "confluent", "kafka-python"),
+    "cooperative-sticky": ("cooperative-sticky", ["confluent", "kafka-python", "kafka-python"], "confluent", "confluent"),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_every_record_processed_at_least_once_while_members_come_and_go(
+    scenario: str, broker_proc: Callable[..., BrokerProcess], agents: Agents
+) -> None:
     bp = start_broker(broker_proc)
     topic, group = "alo", "g-alo"
     admin = create_topic(bp.bootstrap, topic, PARTITIONS)
-    spec = {"process": True, "commit_every": 3}
+    assignor, first, joining, last = SCENARIOS[scenario]
+    spec = {"process": True, "commit_every": 3, "assignor": assignor}
 
     def join(lib: str, name: str) -> Agent:
         return agents.start(lib, name, bp.bootstrap, group, [topic], **spec)
@@ -99,13 +113,13 @@ def test_every_record_processed_at_least_once_while_members_come_and_go(broker_p
         for agent in members:
             agent.wait_for(lambda a: a.of_kind("records", since=marks[a.name]), message="records processed")
 
-    live = [join("confluent", "alo-ck-1"), join("kafka-python", "alo-kp-1"), join("aiokafka", "alo-aio-1")]
+    live = [join(lib, f"alo-{i}-{lib}") for i, lib in enumerate(first)]
     wait_group(admin, group, live, everything(topic, PARTITIONS))
     producer = PacedProducer(bp.bootstrap, topic)
     producer.start()
     busy(live)
 
-    live.append(join("confluent", "alo-ck-2"))
+    live.append(join(joining, f"alo-3-{joining}"))
     wait_group(admin, group, live, everything(topic, PARTITIONS))
     busy(live)
 
@@ -119,7 +133,7 @@ def test_every_record_processed_at_least_once_while_members_come_and_go(broker_p
     wait_group(admin, group, live, everything(topic, PARTITIONS))
     busy(live)
 
-    live.append(join("kafka-python", "alo-kp-2"))
+    live.append(join(last, f"alo-4-{last}"))
     wait_group(admin, group, live, everything(topic, PARTITIONS))
     busy(live)
 
