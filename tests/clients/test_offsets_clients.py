@@ -1,7 +1,9 @@
 """Committed offsets through real clients (issue 4): confluent-kafka, kafka-python and aiokafka
 commit manually (with metadata) and through auto-commit, read the offsets back with
 committed(), list and describe the groups and their offsets with their admin clients, and find
-every offset again after the broker process restarts.
+every offset again after the broker process restarts. The confluent-kafka and kafka-python admin
+clients also meet NON_EMPTY_GROUP and GROUP_SUBSCRIBED_TO_TOPIC while a member is live, then
+alter an empty group's offsets, delete some (OffsetDelete) and delete the group.
 
 Each test uses two groups on one topic of three partitions holding ten records each: a
 "manual" group whose consumer commits explicit offsets (the positions minus one per partition,
@@ -17,10 +19,20 @@ from collections.abc import Callable
 from typing import Any
 
 import aiokafka
+import kafka.errors as kerrors
+import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.structs import OffsetAndMetadata as AioOffsetAndMetadata
-from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.structs import OffsetAndMetadata as KpOffsetAndMetadata
@@ -120,6 +132,9 @@ def test_confluent_kafka_commits_reads_lists_and_describes(broker_proc: Callable
 
     assert admin_offsets("ck-manual") == {p: (o, f"m{p}") for p, o in MANUAL.items()}
     assert admin_offsets("ck-auto") == {p: (RECORDS, None) for p in range(PARTITIONS)}  # librdkafka shows "" as None
+    with pytest.raises(KafkaException) as refused:
+        admin.delete_consumer_groups(["ck-manual"])["ck-manual"].result(TIMEOUT)
+    assert refused.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
 
     manual.close()
     auto.close()
@@ -148,6 +163,14 @@ def test_confluent_kafka_commits_reads_lists_and_describes(broker_proc: Callable
     wait_until(resumed, TIMEOUT, message="a record from every partition")
     assert first == MANUAL
     again.close()
+
+    # An empty group's offsets can be altered by the admin client, and the group deleted.
+    moved = [TopicPartition(topic, p, 5) for p in range(PARTITIONS)]
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("ck-auto", moved)])["ck-auto"].result(TIMEOUT)
+    assert admin_offsets("ck-auto") == {p: (5, None) for p in range(PARTITIONS)}
+    assert admin.delete_consumer_groups(["ck-auto"])["ck-auto"].result(TIMEOUT) is None
+    assert "ck-auto" not in {g.group_id for g in admin.list_consumer_groups().result(TIMEOUT).valid}
+    assert admin_offsets("ck-auto") == {}
 
 
 # -- kafka-python ------------------------------------------------------------------------------
@@ -217,6 +240,9 @@ def test_kafka_python_commits_reads_lists_and_describes(broker_proc: Callable[..
 
     assert admin_offsets("kp-manual") == {p: (o, f"m{p}") for p, o in MANUAL.items()}
     assert admin_offsets("kp-auto") == {p: (RECORDS, "") for p in range(PARTITIONS)}
+    assert admin.delete_groups(["kp-manual"]) == {"kp-manual": "NonEmptyGroupError"}
+    subscribed = admin.delete_group_offsets("kp-manual", [KpTopicPartition(topic, 0)])
+    assert subscribed == {KpTopicPartition(topic, 0): kerrors.GroupSubscribedToTopicError}
 
     manual.close()
     auto.close()
@@ -228,11 +254,20 @@ def test_kafka_python_commits_reads_lists_and_describes(broker_proc: Callable[..
     listed = {g["group_id"]: g["group_state"] for g in admin.list_groups()}
     assert {g: listed.get(g) for g in ("kp-manual", "kp-auto")} == {"kp-manual": "Empty", "kp-auto": "Empty"}
     assert admin_offsets("kp-manual") == {p: (o, f"m{p}") for p, o in MANUAL.items()}
-    assert admin_offsets("kp-auto") == {p: (RECORDS, "") for p in range(PARTITIONS)}
-    admin.close()
     again = kp_consumer(bp, "kp-auto")
     assert kp_committed(again, topic) == {p: (RECORDS, "") for p in range(PARTITIONS)}
     again.close()
+
+    # An empty group's offsets can be altered and deleted (OffsetDelete), and the group deleted.
+    altered = admin.alter_group_offsets("kp-auto", {KpTopicPartition(topic, p): KpOffsetAndMetadata(4, "x", -1) for p in range(PARTITIONS)})
+    assert set(altered.values()) == {kerrors.NoError}
+    assert admin.delete_group_offsets("kp-auto", [KpTopicPartition(topic, 0)]) == {KpTopicPartition(topic, 0): kerrors.NoError}
+    assert admin_offsets("kp-auto") == {1: (4, "x"), 2: (4, "x")}
+    assert admin.delete_groups(["kp-auto"]) == {"kp-auto": "OK"}
+    assert "kp-auto" not in {g["group_id"] for g in admin.list_groups()}
+    with pytest.raises(kerrors.GroupIdNotFoundError):
+        admin.delete_group_offsets("kp-auto", [KpTopicPartition(topic, 1)])
+    admin.close()
 
 
 # -- aiokafka ----------------------------------------------------------------------------------
