@@ -9,13 +9,17 @@ answered FENCED_INSTANCE_ID, a fatal error for librdkafka. (Fencing is shown wit
 confluent-kafka only: aiokafka 0.14 heartbeats with Heartbeat v0/v1, which carry no instance
 id, so Kafka's rules answer its replaced member UNKNOWN_MEMBER_ID and it rejoins, replacing
 its twin in turn; kafka-python's heartbeat thread stops on the error without surfacing it.)
+A static member that crashed can be removed by an admin client by its instance id.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import kafka.errors as kerrors
 import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import MemberToRemove
 
 from tests.clients.test_group_scenarios import create_topic, everything, start_broker
 from tests.support.agents import Agents, wait_group
@@ -84,3 +88,33 @@ def test_second_process_with_same_instance_id_fences_the_first(broker_proc: Call
     assert "Broker: Static consumer fenced by other consumer with same group.instance.id" in fatal["str"], fatal
     assert len(rebalances(bp, group)) == settled_rebalances
     assert other.of_kind("revoked", "assigned", "lost", since=other_mark) == []
+
+
+def test_admin_removes_a_dead_static_member_by_instance_id(broker_proc: Callable[..., BrokerProcess], agents: Agents) -> None:
+    """A static member that crashed keeps its partitions until its (long) session expires, unless
+    an operator removes it by instance id (LeaveGroup v3+ from kafka-python's admin client,
+    KIP-345): the group then rebalances at once and the survivors own everything."""
+    bp = start_broker(broker_proc)
+    topic, group = "static-remove", "g-static-remove"
+    admin = create_topic(bp.bootstrap, topic)
+    members = [
+        agents.start("confluent", f"remove-{i}", bp.bootstrap, group, [topic], instance_id=f"instance-{i}", **STATIC) for i in range(3)
+    ]
+    wait_group(admin, group, members, everything(topic))
+    crashed = members[2]
+    crashed.kill()
+
+    kp_admin = KafkaAdminClient(bootstrap_servers=bp.bootstrap, request_timeout_ms=30_000)
+    try:
+        removed = kp_admin.remove_group_members(
+            group,
+            [MemberToRemove(group_instance_id="instance-2", reason="host lost"), MemberToRemove(group_instance_id="instance-9")],
+        )
+    finally:
+        kp_admin.close()
+    assert removed == {"instance-2": kerrors.NoError, "instance-9": kerrors.UnknownMemberIdError}
+    left = bp.wait_for(lambda r: r.get("event") == "member left" and r.get("group") == group)
+    assert (left["member"], left["instance_id"], left["reason"]) == (crashed.member_id, "instance-2", "host lost")
+    owned = wait_group(admin, group, members[:2], everything(topic))
+    assert sorted(len(s) for s in owned.values()) == [6, 6]
+    assert not [r for r in bp.records if r.get("event") == "member expired" and r.get("group") == group]
