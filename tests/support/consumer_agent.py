@@ -72,37 +72,49 @@ class Commands:
 
 class Progress:
     """What an at-least-once consumer tracks: the partitions it owns, and per partition the
-    position after the last record processed and not yet committed."""
+    position after the last record processed and not yet committed. Locked: kafka-python 3
+    runs rebalance listeners on its IO thread, concurrently with the polling thread."""
 
     def __init__(self) -> None:
+        self.lock = threading.RLock()
         self.owned: set[TP] = set()
         self.pending: dict[TP, int] = {}
         self.polls_with_records = 0
 
     def assigned(self, tps: set[TP]) -> None:
-        self.owned |= tps
+        with self.lock:
+            self.owned |= tps
 
     def revoked(self, tps: set[TP]) -> dict[TP, int]:
         """Give up `tps`; their uncommitted positions, to commit before they move."""
-        self.owned -= tps
-        return {tp: self.pending.pop(tp) for tp in tps if tp in self.pending}
+        with self.lock:
+            self.owned -= tps
+            return {tp: self.pending.pop(tp) for tp in tps if tp in self.pending}
 
-    def keep(self, recs: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
-        """Records of partitions still owned (a batch may straddle a revocation)."""
-        return [r for r in recs if (r[0], r[1]) in self.owned]
-
-    def processed(self, topic: str, partition: int, offset: int) -> None:
-        self.pending[(topic, partition)] = offset + 1
+    def process(self, out: Reporter, recs: list[tuple[str, int, int]]) -> bool:
+        """Process (report) the records of partitions still owned (a batch may straddle a
+        revocation); under the lock, so no record of a partition is reported after its revocation."""
+        with self.lock:
+            recs = [r for r in recs if (r[0], r[1]) in self.owned]
+            if not recs:
+                return False
+            for t, p, o in recs:
+                self.pending[(t, p)] = o + 1
+            out.emit("records", recs=[[t, p, o] for t, p, o in recs])
+            self.polls_with_records += 1
+            return True
 
     def take(self) -> dict[TP, int]:
-        taken, self.pending = self.pending, {}
-        return taken
+        with self.lock:
+            taken, self.pending = self.pending, {}
+            return taken
 
     def failed(self, offsets: dict[TP, int]) -> None:
         """A commit failed: retry its positions with the next one, unless moved or superseded."""
-        for tp, offset in offsets.items():
-            if tp in self.owned and tp not in self.pending:
-                self.pending[tp] = offset
+        with self.lock:
+            for tp, offset in offsets.items():
+                if tp in self.owned and tp not in self.pending:
+                    self.pending[tp] = offset
 
 
 def parts(tps: Any) -> list[list[Any]]:
@@ -196,13 +208,8 @@ def follow(commands: Commands, out: Reporter) -> bool:
 
 def handle_batch(spec: dict[str, Any], out: Reporter, progress: Progress, recs: list[tuple[str, int, int]], commit: Any) -> None:
     """Process (report) a poll's records, then commit every `commit_every` polls with records."""
-    recs = progress.keep(recs)
-    if not spec.get("process") or not recs:
+    if not spec.get("process") or not progress.process(out, recs):
         return
-    for t, p, o in recs:
-        progress.processed(t, p, o)
-    out.emit("records", recs=[[t, p, o] for t, p, o in recs])
-    progress.polls_with_records += 1
     if progress.polls_with_records % spec.get("commit_every", 1) == 0:
         offsets = progress.take()
         if offsets and not commit(offsets):
@@ -220,7 +227,7 @@ def finish(spec: dict[str, Any], progress: Progress, commit: Any) -> None:
 
 
 def run_kafka_python(spec: dict[str, Any], out: Reporter, commands: Commands) -> None:
-    from kafka import ConsumerRebalanceListener, KafkaConsumer
+    from kafka import AsyncConsumerRebalanceListener, KafkaConsumer
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -256,19 +263,26 @@ def run_kafka_python(spec: dict[str, Any], out: Reporter, commands: Commands) ->
             return False
         return committed(out, offsets)
 
-    class Listener(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked: Any) -> None:
+    class Listener(AsyncConsumerRebalanceListener):
+        """Async: kafka-python 3 calls listeners on its IO thread, where a blocking commit() is refused."""
+
+        async def on_partitions_revoked(self, revoked: Any) -> None:
             offsets = progress.revoked(tp_set(revoked))
             if spec.get("process") and offsets:
-                commit(offsets)
+                try:
+                    await consumer.commit_async({KpTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
+                except KafkaError as exc:
+                    out.emit("commit_failed", error=repr(exc))
+                else:
+                    committed(out, offsets)
             out.emit("revoked", parts=parts(revoked))
 
-        def on_partitions_assigned(self, assigned: Any) -> None:
+        async def on_partitions_assigned(self, assigned: Any) -> None:
             progress.assigned(tp_set(assigned))
             out.emit("assigned", parts=parts(assigned))
             out.emit("member", id=consumer._coordinator._generation.member_id)
 
-        def on_partitions_lost(self, lost: Any) -> None:
+        async def on_partitions_lost(self, lost: Any) -> None:
             progress.revoked(tp_set(lost))
             out.emit("lost", parts=parts(lost))
 
