@@ -49,7 +49,7 @@ class Agent:
             stdout=subprocess.PIPE,
             stderr=self._log,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))},
         )
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -71,6 +71,7 @@ class Agent:
                 self.events.append(event)
                 self._cond.notify_all()
         self.proc.wait()
+        self.proc.stdout.close()
         self._log.close()
         with self._cond:
             self._cond.notify_all()
@@ -132,6 +133,8 @@ class Agent:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
 
     @property
     def alive(self) -> bool:
