@@ -11,15 +11,22 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# Byte-compile kaflet's own modules: editable installs are not compiled, and where
+# PYTHONDONTWRITEBYTECODE is set every start would compile them from source again.
+COMPILE := $(BIN)/python -m compileall -q broker protocol storage
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
+	$(COMPILE)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
+	$(COMPILE)
 	touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed
+	@$(COMPILE)
 	$(BIN)/kaflet serve --host 127.0.0.1 --port 9092 --data-dir ./data
 
 apt-deps:
@@ -31,6 +38,7 @@ test: $(VENV)/.installed-test apt-deps
 	$(BIN)/python -m pytest -q
 
 bench: $(VENV)/.installed-test
+	@$(COMPILE)
 	$(BIN)/python -m bench
 
 lint: $(VENV)/.installed-test

@@ -10,6 +10,9 @@ from broker.config import Config
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from broker.lean_imports import skip_client_package_inits
+
+    skip_client_package_inits()
     from broker import logging as kaflet_logging
     from broker.datadir import DataDirError
     from broker.server import Broker

@@ -56,6 +56,12 @@ class KafkaConnection(asyncio.Protocol):
         self.client_software: tuple[str, str] | None = None
         self.in_flight: asyncio.Task[Any] | None = None
         self.started = 0.0  # perf_counter() when the frame being handled was taken up (metrics)
+        # Responses produced while draining a burst of pipelined requests leave in one writev.
+        self._out: list[Any] = []
+        self._draining = False
+        # Work that must finish before this burst's responses leave (e.g. the appends of
+        # offset commits batched during the burst); it raises to withhold them.
+        self._before_flush: list[Any] = []
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -113,7 +119,8 @@ class KafkaConnection(asyncio.Protocol):
                 break
             if end - pos - 4 < size:
                 break
-            self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            with memoryview(buf) as view:  # one copy of the frame, released before buf shrinks
+                self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
             self._queued_bytes += size
             pos += 4 + size
         if pos:
@@ -131,19 +138,26 @@ class KafkaConnection(asyncio.Protocol):
 
     def _drain(self) -> None:
         frames = self._frames
-        while frames and not self._busy and not self.closing:
-            frame = frames.popleft()
-            self._queued_bytes -= len(frame)
-            try:
-                pending = self._dispatch(frame)
-            except CloseConnection as exc:
-                self.close_with_warning(str(exc))
-                return
-            if pending is not None:
-                self._busy = True
-                task = asyncio.ensure_future(pending)
-                self.in_flight = task
-                task.add_done_callback(self._on_async_done)
+        self._draining = True
+        try:
+            while frames and not self._busy and not self.closing:
+                frame = frames.popleft()
+                self._queued_bytes -= len(frame)
+                try:
+                    pending = self._dispatch(frame)
+                except CloseConnection as exc:
+                    self.close_with_warning(str(exc))
+                    return
+                if pending is not None:
+                    self._busy = True
+                    task = asyncio.ensure_future(pending)
+                    self.in_flight = task
+                    task.add_done_callback(self._on_async_done)
+        finally:
+            self._draining = False
+            if self._before_flush:
+                self._run_before_flush()
+            self._flush()
         if self._close_after_queue is not None and not frames and not self._busy:
             self.close_with_warning(self._close_after_queue)
             return
@@ -190,11 +204,20 @@ class KafkaConnection(asyncio.Protocol):
             header = parse_request_header(frame, flexible)
         except HeaderError as exc:
             raise CloseConnection(f"bad request header: {exc}") from None
+        broker = self.broker
+        if spec.fast_path is not None and not broker.faults.rules and not broker.debug_requests:
+            # A repeat of a request whose answer is known (e.g. Metadata): no decode, no handler.
+            known = spec.fast_path(broker, api_version, frame, header.body_offset)
+            if known is not None:
+                self.write_response(corr, flexible and api_key != ApiKey.API_VERSIONS, known)
+                if broker.observe_known is not None:  # request metrics (broker/metrics/requests.py)
+                    broker.observe_known(api_key, api_version, self.started)
+                return None
         try:
-            request = spec.request_cls.decode(memoryview(frame)[header.body_offset :], version=api_version)
+            request = spec.decode(memoryview(frame)[header.body_offset :], api_version)
         except Exception as exc:  # the codec raises many kinds on malformed input
             raise CloseConnection(f"{spec.name} v{api_version} body does not decode: {type(exc).__name__}: {exc}") from None
-        ctx = RequestContext(self.broker, self, api_key, spec.name, api_version, corr, header.client_id)
+        ctx = RequestContext(broker, self, api_key, spec.name, api_version, corr, header.client_id, frame, header.body_offset)
         # ApiVersions responses always use header v0 (clients cannot know the flexible version yet).
         resp_flexible = flexible and api_key != ApiKey.API_VERSIONS
         if self.broker.debug_requests:
@@ -270,15 +293,48 @@ class KafkaConnection(asyncio.Protocol):
 
     def write_response(self, correlation_id: int, flexible: bool, body: Any) -> None:
         """The one place a response leaves the broker: size, header, body."""
-        transport = self.transport
-        if transport is None or self.closing:
+        if self.transport is None or self.closing:
             return
+        out = self._out
         if isinstance(body, list):
-            size = sum(len(b) for b in body)
-            transport.writelines([response_header(size, correlation_id, flexible), *body])
+            out.append(response_header(sum(len(b) for b in body), correlation_id, flexible))
+            out.extend(body)
         else:
-            transport.writelines((response_header(len(body), correlation_id, flexible), body))
-        self.last_active = time.monotonic()
+            out.append(response_header(len(body), correlation_id, flexible))
+            out.append(body)
+        if not self._draining:
+            self._flush()
+
+    def before_flush(self, work: Any) -> None:
+        """Run `work()` once before the responses produced so far are written. Outside a burst
+        (a parked handler finishing) it runs at once."""
+        if not self._draining:
+            work()
+            return
+        if work not in self._before_flush:
+            self._before_flush.append(work)
+
+    def _run_before_flush(self) -> None:
+        failure = self._finish_pending_work()
+        if failure is not None:
+            self.close_with_warning(f"withholding responses: {failure}")
+
+    def _finish_pending_work(self) -> Exception | None:
+        works, self._before_flush = self._before_flush, []
+        try:
+            for work in works:
+                work()
+        except Exception as exc:
+            # The responses claim work that did not happen: none of them may leave.
+            self._out = []
+            return exc
+        return None
+
+    def _flush(self) -> None:
+        if self._out and self.transport is not None:
+            self.transport.writelines(self._out)
+            self._out = []
+            self.last_active = time.monotonic()
 
     # -- closing ------------------------------------------------------------------------
 
@@ -289,6 +345,9 @@ class KafkaConnection(asyncio.Protocol):
         self.close()
 
     def close(self) -> None:
+        if self._before_flush:
+            self._finish_pending_work()
+        self._flush()  # answers already produced still leave, in order, before the close
         self.closing = True
         self._frames.clear()
         if self.transport is not None:

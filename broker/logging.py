@@ -54,6 +54,13 @@ def summarize(message: Any, limit: int = 2000) -> str:
                     return False
                 separator = ", "
             return emit(")")
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple (e.g. protocol/commit_codec.py)
+            if not emit(type(value).__name__ + "("):
+                return False
+            for i, name in enumerate(value._fields):
+                if not emit((", " if i else "") + name + "=") or not walk(getattr(value, name)):
+                    return False
+            return emit(")")
         if isinstance(value, (bytes, bytearray, memoryview)):
             return emit(f"<{len(value)} bytes>")
         if isinstance(value, (list, tuple)):

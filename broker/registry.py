@@ -14,6 +14,10 @@ from protocol.errors import ErrorCode
 
 Handler = Callable[..., Any]
 ErrorResponder = Callable[[Any, ErrorCode], Any]
+# fast_path(broker, version, frame, body_offset) -> an encoded body, or None to take the normal path.
+FastPath = Callable[[Any, int, bytes, int], Any]
+# decoder(body, version) -> the request as the handler wants it (default: the schema codec's object).
+Decoder = Callable[[memoryview, int], Any]
 
 
 @dataclass(slots=True)
@@ -27,6 +31,13 @@ class ApiSpec:
     handler: Handler
     flexible_from: int
     error_response: ErrorResponder | None
+    fast_path: FastPath | None = None
+    decoder: Decoder | None = None
+
+    def decode(self, body: memoryview, version: int) -> Any:
+        if self.decoder is not None:
+            return self.decoder(body, version)
+        return self.request_cls.decode(body, version=version)
 
     def flexible(self, version: int) -> bool:
         return version >= self.flexible_from
@@ -35,13 +46,23 @@ class ApiSpec:
 REGISTRY: dict[int, ApiSpec] = {}
 
 
-def api(key: ApiKey, min_version: int, max_version: int, *, error_response: ErrorResponder | None = None) -> Callable[[Handler], Handler]:
+def api(
+    key: ApiKey,
+    min_version: int,
+    max_version: int,
+    *,
+    error_response: ErrorResponder | None = None,
+    fast_path: FastPath | None = None,
+    decoder: Decoder | None = None,
+) -> Callable[[Handler], Handler]:
     """Register `handler(ctx, request)` for `key` at versions min..max.
 
     The handler returns a kafka-python response object, an encoded body (bytes or a list
     of buffers), None for no response (acks=0), or a coroutine producing one of those.
     `error_response(request, code)` builds the whole-request error answer Kafka's
     `getErrorResponse` would send; it serves injected faults and unexpected exceptions.
+    `fast_path` may answer from the raw request bytes before anything is decoded; `decoder`
+    replaces the schema codec for a hot API (it must read exactly what the schema reads).
     """
 
     def register(handler: Handler) -> Handler:
@@ -60,6 +81,8 @@ def api(key: ApiKey, min_version: int, max_version: int, *, error_response: Erro
             handler=handler,
             flexible_from=first_flexible_version(key),
             error_response=error_response,
+            fast_path=fast_path,
+            decoder=decoder,
         )
         return handler
 

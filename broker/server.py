@@ -24,7 +24,7 @@ from storage.manager import LogManager
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
-    from broker.metrics.requests import Observer
+    from broker.metrics.requests import KnownObserver, Observer
     from broker.metrics.service import MetricsService
 
 log = structlog.get_logger("kaflet.broker")
@@ -65,8 +65,10 @@ class Broker:
         self.clock = Clock()
         self.coordinator: GroupCoordinator | None = None
         self.metrics: MetricsService | None = None
-        # Called by each connection after a response is written (request metrics, debug log).
+        # Called by each connection after a response is written (request metrics, debug log),
+        # and after a fast-path answer (no request context: api key, version, start time).
         self.observe_response: Observer | None = None
+        self.observe_known: KnownObserver | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 

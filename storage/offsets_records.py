@@ -115,9 +115,18 @@ def _bytes(value: bytes) -> bytes:
 # -- keys -------------------------------------------------------------------------------
 
 
+_KEY_PREFIXES: dict[tuple[str, str], bytes] = {}
+
+
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    """Always type 1 (RF-3, RC-2)."""
-    return _H.pack(OFFSET_COMMIT_KEY) + _string(group) + _string(topic) + _I.pack(partition)
+    """Always type 1 (RF-3, RC-2). The (group, topic) prefix is cached: commits repeat them."""
+    prefix = _KEY_PREFIXES.get((group, topic))
+    if prefix is None:
+        prefix = _H.pack(OFFSET_COMMIT_KEY) + _string(group) + _string(topic)
+        if len(_KEY_PREFIXES) >= 100_000:
+            _KEY_PREFIXES.clear()
+        _KEY_PREFIXES[(group, topic)] = prefix
+    return prefix + _I.pack(partition)
 
 
 def group_metadata_key(group: str) -> bytes:
@@ -157,8 +166,13 @@ class OffsetValue(NamedTuple):
     expire_timestamp: int  # -1 = absent
 
 
+_V3_NO_METADATA = struct.Struct(">hqihq")  # version 3, offset, leader epoch, "" , commit timestamp
+
+
 def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int, expire_timestamp: int = -1) -> bytes:
     """v3, or v1 when an expire timestamp is present (RF-3, OC-7)."""
+    if not metadata and expire_timestamp == -1:
+        return _V3_NO_METADATA.pack(3, offset, leader_epoch, 0, commit_timestamp)
     meta = _string(metadata)
     if expire_timestamp != -1:
         return _H.pack(1) + _Q.pack(offset) + meta + _Q.pack(commit_timestamp) + _Q.pack(expire_timestamp)

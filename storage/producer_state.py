@@ -19,9 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from crc32c import crc32c
-
-from protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, crc32c
 from storage.errors import InvalidProducerEpoch, OutOfOrderSequence
 
 NUM_BATCHES_TO_RETAIN = 5

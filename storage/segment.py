@@ -13,9 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from crc32c import crc32c
-
-from protocol.records import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+from protocol.records import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, crc32c
 from storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"

@@ -1,7 +1,8 @@
 """Metadata v0-v12: this node, the cluster id, topics with ids, partitions led here.
 
-Answers are cached as encoded bodies per (version, request shape) and dropped whenever the
-topic set changes, so steady-state Metadata costs a dictionary lookup.
+Answers are cached as encoded bodies keyed by the request's raw bytes and version, and dropped
+whenever the topic set changes: a repeated Metadata request is answered before it is even
+decoded (the connection's fast path), so steady-state Metadata costs a dictionary lookup.
 """
 
 from __future__ import annotations
@@ -70,7 +71,23 @@ def _error(request: Any, code: ErrorCode) -> Any:
     )
 
 
-@api(ApiKey.METADATA, 0, 12, error_response=_error)
+def _cache(broker: Any) -> dict[tuple[int, bytes], tuple[int, bytes, bool]]:
+    cache = broker.__dict__.get("_metadata_cache")
+    if cache is None:
+        cache = broker.__dict__["_metadata_cache"] = {}
+    return cache
+
+
+def _cached(broker: Any, version: int, frame: bytes, body_offset: int) -> bytes | None:
+    hit = _cache(broker).get((version, frame[body_offset:]))
+    # An answer carrying topic errors takes the normal path, whose handler notes them for the
+    # request metrics (the fast path has no request context); such repeats are rare.
+    if hit is not None and hit[0] == broker.topics.generation and not hit[2]:
+        return hit[1]
+    return None
+
+
+@api(ApiKey.METADATA, 0, 12, error_response=_error, fast_path=_cached)
 def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     version = ctx.api_version
@@ -81,14 +98,6 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     allow_auto = request.allow_auto_topic_creation if version >= 4 else True
     include_cluster_ops = bool(version >= 8 and version <= 10 and request.include_cluster_authorized_operations)
     include_topic_ops = bool(version >= 8 and request.include_topic_authorized_operations)
-
-    shape = None if requested is None else tuple((t.name, getattr(t, "topic_id", None)) for t in requested)
-    key = (version, shape, allow_auto, include_cluster_ops, include_topic_ops)
-    cache: dict[Any, tuple[int, bytes, list[int] | None]] = broker.__dict__.setdefault("_metadata_cache", {})
-    hit = cache.get(key)
-    if hit is not None and hit[0] == topics_mgr.generation:
-        ctx.errors = hit[2]  # topic errors of the cached answer, for the request metrics
-        return hit[1]
 
     entries: list[Any] = []
     if requested is None:
@@ -131,8 +140,10 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         authorized_operations=set(CLUSTER_OPERATIONS) if include_cluster_ops else None,
     )
     body = bytes(response.encode())
+    cache = _cache(broker)
     if len(cache) >= _CACHE_LIMIT:
         cache.clear()
-    ctx.errors = [e.error_code for e in entries if e.error_code] or None
-    cache[key] = (topics_mgr.generation, body, ctx.errors)
+    ctx.errors = [e.error_code for e in entries if e.error_code] or None  # for the request metrics
+    # Stored at the generation after any auto-creation above, so a repeat is a hit.
+    cache[(version, bytes(ctx.raw_body))] = (topics_mgr.generation, body, ctx.errors is not None)
     return body

@@ -2,6 +2,8 @@
 
 v0 is treated as v1 with generation -1 and an empty member id (OC-1). Topics and partitions
 unknown to the broker are answered by this layer and never reach the coordinator (OC-2).
+The request is read and the response written by protocol/commit_codec.py: this is the hot
+path of every consumer group, and the schema codec alone costs more than the rest of it.
 """
 
 from __future__ import annotations
@@ -9,83 +11,76 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from kafka.protocol.consumer import OffsetCommitResponse
-
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
-from broker.coordinator.shard import PartitionCommit
 from broker.registry import api
+from protocol import commit_codec
 from protocol.apis import ApiKey
+from protocol.commit_codec import CommitPartition, CommitRequest
 from protocol.errors import ErrorCode
 
-_Topic = OffsetCommitResponse.OffsetCommitResponseTopic
-_Partition = _Topic.OffsetCommitResponsePartition
+Rows = list[tuple[str, list[tuple[int, int]]]]
 
 
-def _response(version: int, results: dict[str, list[tuple[int, int]]]) -> Any:
-    topics = [
-        _Topic(name=name, partitions=[_Partition(partition_index=p, error_code=e) for p, e in parts]) for name, parts in results.items()
-    ]
-    return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
+def _error(request: CommitRequest, code: ErrorCode) -> bytes:
+    """Every partition of the request carries `code` (OC-8): faults and unexpected failures."""
+    rows: dict[str, list[tuple[int, int]]] = {}
+    for name, parts in request.topics:
+        rows.setdefault(name, []).extend((p.partition, code) for p in parts)
+    return commit_codec.encode_response(request.version, list(rows.items()))
 
 
-def _error(request: Any, code: ErrorCode) -> Any:
-    results: dict[str, list[tuple[int, int]]] = {}
-    for topic in request.topics:
-        results.setdefault(topic.name, []).extend((p.partition_index, code) for p in topic.partitions)
-    return _response(request.version, results)
-
-
-@api(ApiKey.OFFSET_COMMIT, 0, 9, error_response=_error)
-def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+@api(ApiKey.OFFSET_COMMIT, 0, 9, error_response=_error, decoder=commit_codec.decode_request)
+def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
     version = ctx.api_version
     broker = ctx.broker
-    topics = broker.topics
-    results: dict[str, list[tuple[int, int]]] = {}
-    order: list[tuple[str, int]] = []  # where each coordinator result goes
-    commits: list[PartitionCommit] = []
-    for topic in request.topics:
-        name = topic.name
-        slot = results.setdefault(name, [])
-        known = topics.get(name)
-        for p in topic.partitions:
-            if known is None or not 0 <= p.partition_index < known.partitions:
-                slot.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))  # OC-2
-                continue
-            order.append((name, len(slot)))
-            slot.append((p.partition_index, ErrorCode.NONE))
-            commits.append(
-                PartitionCommit(
-                    name,
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch if version >= 6 else -1,
-                    p.committed_metadata,
-                    p.commit_timestamp if version == 1 else -1,
-                )
-            )
+    known_topics = broker.topics.topics
+    rows: Rows = []
+    commits: list[tuple[str, CommitPartition]] = []
+    slots: list[tuple[list[tuple[int, int]], int]] = []
+    unknown: list[int] = []  # OC-2 codes, for the request metrics
+    for name, parts in request.topics:
+        topic = known_topics.get(name)
+        limit = topic.partitions if topic is not None else 0
+        out: list[tuple[int, int]] = []
+        rows.append((name, out))
+        for cp in parts:
+            if 0 <= cp.partition < limit:
+                slots.append((out, len(out)))
+                commits.append((name, cp))
+                out.append((cp.partition, 0))
+            else:
+                out.append((cp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))  # OC-2
+                unknown.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not commits:
-        return _response(version, results)
+        ctx.errors = unknown
+        return commit_codec.encode_response(version, rows)
 
-    def fill(codes: list[ErrorCode] | ErrorCode) -> Any:
-        for i, (name, index) in enumerate(order):
-            code = codes if isinstance(codes, ErrorCode) else codes[i]
-            slot = results[name]
-            slot[index] = (slot[index][0], code)
-        return _response(version, results)
+    def fill(codes: list[ErrorCode] | ErrorCode) -> bytes:
+        single = codes if isinstance(codes, ErrorCode) else None
+        for i, (out, index) in enumerate(slots):
+            out[index] = (out[index][0], single if single is not None else codes[i])  # type: ignore[index]
+        # The answer's error codes, for the request metrics (broker/metrics/errors.py).
+        failed = [c for c in codes if c] if single is None else ([single] * len(slots) if single else [])  # type: ignore[union-attr]
+        if unknown or failed:
+            ctx.errors = unknown + failed
+        return commit_codec.encode_response(version, rows)
 
     group_id = request.group_id
     if group_id is None:
         return fill(ErrorCode.INVALID_GROUP_ID)  # GE-4: "" is a legal group here
-    generation = request.generation_id_or_member_epoch if version >= 1 else -1
-    member_id = request.member_id if version >= 1 else ""
-    instance_id = request.group_instance_id if version >= 7 else None
-    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+    coordinator = broker.coordinator
+    batched = coordinator.batches_commits
     try:
-        shard = broker.coordinator.shard_for(group_id)
-        codes, waiter = shard.commit_offsets(group_id, generation, member_id, instance_id, retention, version, commits)
+        shard = coordinator.shard_for(group_id)
+        codes, waiter = shard.commit_offsets(
+            group_id, request.generation, request.member_id, request.instance_id, request.retention_ms, version, commits, batched
+        )
     except CoordinatorError as exc:
         return fill(map_append_error(exc.code))
+    if batched:
+        # Appended with the other commits of this read burst, before any response leaves.
+        ctx.conn.before_flush(coordinator.flush_appends)
     if waiter is None:
         return fill(codes)
     return _after(waiter, fill, codes)

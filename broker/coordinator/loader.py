@@ -12,19 +12,40 @@ from typing import Any
 
 from protocol import records as rec
 
-try:  # pragma: no branch - depends on the platform's wheels
-    from aiokafka.record._crecords import DefaultRecordBatch as _CompiledBatch  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover
-    _CompiledBatch = None
+_compiled: Any = None
 
-HAS_COMPILED_READER = _CompiledBatch is not None
+
+def compiled_reader() -> Any:
+    """aiokafka's compiled batch class, imported on first use (it is not needed to start serving)."""
+    global _compiled
+    if _compiled is None:
+        try:
+            from aiokafka.record._crecords import DefaultRecordBatch  # type: ignore[import-not-found]
+        except ImportError:  # pragma: no cover - depends on the platform's wheels
+            DefaultRecordBatch = False
+        _compiled = DefaultRecordBatch
+    return _compiled or None
+
+
+def records_of(buf: Any, pos: int, header: rec.BatchHeader) -> Any:
+    """The records of a batch as objects with .offset, .key and .value: the compiled reader's
+    batch itself when available (no per-record tuple), else the pure-Python records."""
+    reader = compiled_reader()
+    if reader is not None:
+        return reader(memoryview(buf)[pos : pos + header.size])
+    if header.compression:
+        from kafka.record.default_records import DefaultRecordBatch
+
+        return DefaultRecordBatch(bytes(memoryview(buf)[pos : pos + header.size]))
+    return rec.iter_records(buf, pos)
 
 
 def batch_records(buf: Any, pos: int, header: rec.BatchHeader, compiled: bool = True) -> Iterator[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record in the batch at `pos` (compressed batches included)."""
-    if compiled and _CompiledBatch is not None:
+    reader = compiled_reader() if compiled else None
+    if reader is not None:
         view = memoryview(buf)[pos : pos + header.size]
-        for record in _CompiledBatch(view):
+        for record in reader(view):
             yield record.offset, record.key, record.value
         return
     if header.compression:

@@ -31,6 +31,30 @@ class OffsetStore:
             self.count += 1
         partitions[partition] = value
 
+    def partitions_of(self, group: str, topic: str) -> dict[int, bytes]:
+        """The (created if missing) partition -> value dict of a group's topic, for bulk loading;
+        call recount() afterwards."""
+        topics = self.by_group.get(group)
+        if topics is None:
+            topics = self.by_group[group] = {}
+        partitions = topics.get(topic)
+        if partitions is None:
+            partitions = topics[topic] = {}
+        return partitions
+
+    def recount(self) -> None:
+        """Recompute `count` (and drop empty dicts left by bulk loading)."""
+        count = 0
+        for group in list(self.by_group):
+            topics = self.by_group[group]
+            for topic in list(topics):
+                if not topics[topic]:
+                    del topics[topic]
+                count += len(topics.get(topic, ()))
+            if not topics:
+                del self.by_group[group]
+        self.count = count
+
     def remove(self, group: str, topic: str, partition: int) -> bool:
         topics = self.by_group.get(group)
         if topics is None:

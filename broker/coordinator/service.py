@@ -56,6 +56,10 @@ class GroupCoordinator:
         self.loaded = asyncio.Event()
         self.load_ms = 0.0
         self._load_task: asyncio.Task[None] | None = None
+        self._partitions: dict[str, int] = {}
+        self._dirty: dict[
+            CoordinatorShard, None
+        ] = {}  # shards with enqueued records, in order  # group id -> partition (hashing a long id is not free)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -102,6 +106,7 @@ class GroupCoordinator:
     async def _load_all(self) -> None:
         started = time.monotonic()
         for shard in self.shards:
+            await asyncio.sleep(0)  # let the listener start and requests in between shards
             try:
                 await shard.load()
             except Exception:
@@ -142,12 +147,38 @@ class GroupCoordinator:
         """GE-1: the active shard of `group_id`, or CoordinatorError with why not."""
         if not self.active:
             raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        shard = self.shards[partition_for(group_id, self.num_partitions)]
+        partition = self._partitions.get(group_id)
+        if partition is None:
+            partition = partition_for(group_id, self.num_partitions)
+            if len(self._partitions) >= 100_000:
+                self._partitions.clear()
+            self._partitions[group_id] = partition
+        shard = self.shards[partition]
         if shard.state is ShardState.ACTIVE:
             return shard
         if shard.state is ShardState.LOADING:
             raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+
+    def mark_dirty(self, shard: CoordinatorShard) -> None:
+        self._dirty[shard] = None
+
+    def flush_appends(self) -> None:
+        """Append the records enqueued by batched operations (see CoordinatorShard.enqueue)."""
+        dirty, self._dirty = self._dirty, {}
+        failure: CoordinatorError | None = None
+        for shard in dirty:
+            try:
+                shard.flush_pending()
+            except CoordinatorError as exc:
+                failure = exc
+        if failure is not None:
+            raise failure
+
+    @property
+    def batches_commits(self) -> bool:
+        """Commits are batched unless every answer must wait for an fsync (--fsync always)."""
+        return self.config.fsync != "always"
 
     def active_shards(self) -> list[CoordinatorShard]:
         return [s for s in self.shards if s.state is ShardState.ACTIVE]

@@ -22,12 +22,14 @@ import structlog
 
 from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState
 from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.loader import batch_records
+from broker.coordinator.loader import batch_records, records_of
 from broker.coordinator.offsets import OffsetStore
 from broker.coordinator.timers import Timers
 from protocol import records as rec
+from protocol.commit_codec import CommitPartition
 from protocol.errors import ErrorCode
 from storage import offsets_records as orec
+from storage.errors import LogError
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
@@ -43,16 +45,6 @@ class ShardState(Enum):
     ACTIVE = "active"
     FAILED = "failed"
     UNLOADED = "unloaded"
-
-
-@dataclass
-class PartitionCommit:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str | None
-    commit_timestamp: int = -1
 
 
 @dataclass
@@ -76,20 +68,25 @@ class CoordinatorShard:
         self.partition = partition
         self.config = service.config
         self.state = ShardState.LOADING
-        self.groups: dict[str, ClassicGroup] = {}
-        self.offsets = OffsetStore()
         self.timers = Timers(lambda: self.state is ShardState.ACTIVE)
         self.log_ = service.broker.logs.get(service.topic_name, partition)
+        self._load_prefixes: dict[bytes, dict[int, bytes]] = {}
         self.max_batch_bytes = service.max_batch_bytes
-        # Transactional offsets read from the log: producer id -> {(group, topic, partition): (value, record offset)}.
-        self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[bytes, int]]] = {}
-        # Record offsets of plain commits made while a transaction of the group was open (TX-4 precedence).
-        self.plain_commit_offsets: dict[tuple[str, str, int], int] = {}
+        self._pending: list[tuple[list[Record], int]] = []
+        self._reset_state()
         self.load_ms = 0.0
         self.loaded_records = 0
         from broker.coordinator.rebalance import ClassicRebalancer
 
         self.classic = ClassicRebalancer(self)
+
+    def _reset_state(self) -> None:
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets = OffsetStore()
+        # Transactional offsets read from the log: producer id -> {(group, topic, partition): (value, record offset)}.
+        self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[bytes, int]]] = {}
+        # Record offsets of plain commits made while a transaction of the group was open (TX-4 precedence).
+        self.plain_commit_offsets: dict[tuple[str, str, int], int] = {}
 
     # -- time ---------------------------------------------------------------------------
 
@@ -104,21 +101,67 @@ class CoordinatorShard:
             return None
         if self.state is not ShardState.ACTIVE:
             raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
-        batch = rec.build_batch(records, timestamp_ms=self.now_ms())
-        if len(batch) > self.max_batch_bytes:
+        if rec.batch_size(records) > self.max_batch_bytes:
             # Kafka's runtime refuses a batch over the partition's max.message.bytes (GE-3 -> UNKNOWN_SERVER_ERROR).
             raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)
-        try:
-            self.service.broker.faults.check_append(self.service.topic_name, self.partition)
-            appended = self.log_.append(batch)
-        except OSError as exc:
-            log.error("cannot append to __consumer_offsets", partition=self.partition, error=str(exc))
-            raise CoordinatorError(ErrorCode.NOT_COORDINATOR) from exc
+        appended = self._append(records)
         if replay:
             base = appended.base_offset
             for i, (key, value) in enumerate(records):
                 self.replay(key, value, base + i)
         return self.service.broker.logs.wait_durable(self.log_)
+
+    def _append(self, records: list[Record]) -> Any:
+        batch = rec.build_batch(records, timestamp_ms=self.now_ms())
+        try:
+            faults = self.service.broker.faults
+            if faults.append_rules:
+                faults.check_append(self.service.topic_name, self.partition)
+            return self.log_.append(batch)
+        except (OSError, LogError) as exc:
+            # A failed disk (KAFKA_STORAGE_ERROR) is answered NOT_COORDINATOR (GE-3).
+            log.error("cannot append to __consumer_offsets", partition=self.partition, error=str(exc))
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR) from exc
+
+    def enqueue(self, records: list[Record], size: int) -> None:
+        """Records of an operation whose effects are already applied (`size`: their batch's
+        size); appended by flush_pending() together with those of other operations, before any
+        of their responses leave."""
+        if not self._pending:
+            self.service.mark_dirty(self)
+        self._pending.append((records, size))
+
+    def flush_pending(self) -> None:
+        """Append every enqueued record, in as few batches as max.message.bytes allows. If the
+        append fails, the shard is reloaded from its log, which reverts the effects applied
+        ahead of it (GE-6), and the error is raised so that no response claims success."""
+        pending, self._pending = self._pending, []
+        if not pending or self.state is not ShardState.ACTIVE:
+            return
+        try:
+            # Operations stay whole; a batch holds as many as max.message.bytes allows.
+            chunk: list[Record] = []
+            size = rec.HEADER_SIZE
+            for records, records_size in pending:
+                body = records_size - rec.HEADER_SIZE
+                if chunk and size + body > self.max_batch_bytes:
+                    self._append(chunk)
+                    chunk, size = [], rec.HEADER_SIZE
+                chunk.extend(records)
+                size += body
+            self._append(chunk)
+        except CoordinatorError:
+            self.reload()
+            raise
+
+    def reload(self) -> None:
+        """Unload (parked requests get NOT_COORDINATOR) and replay the log again: what was not
+        appended is gone, as after a coordinator failover."""
+        log.error("reloading coordinator shard from its log", partition=self.partition)
+        self.unload()
+        self._reset_state()
+        self.state = ShardState.LOADING
+        asyncio.get_running_loop().create_task(self.load())
 
     def write_chunked(self, records: list[Record], chunk: int = 5000) -> None:
         """Background writes (expiry, topic deletion): several batches, nothing to answer."""
@@ -136,15 +179,14 @@ class CoordinatorShard:
                     pending.pop((group_id, topic, partition), None)
                 return
             orec.check_offset_commit_value(value)
-            if group_id not in self.groups:
-                # RL-3: offsets without a group make a simple group (classic, no protocol type).
-                self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
             if producer_id != rec.NO_PRODUCER_ID:
+                if group_id not in self.groups:
+                    self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
                 self.pending_txn.setdefault(producer_id, {})[(group_id, topic, partition)] = (value, offset)  # RL-2
                 return
             if self.pending_txn:
                 self.plain_commit_offsets[(group_id, topic, partition)] = offset
-            self.offsets.put(group_id, topic, partition, value)
+            self.apply_offset_commit(group_id, topic, partition, value)
         elif kind == orec.GROUP_METADATA_KEY:
             group_id = orec.parse_group_metadata_key(key)
             if value is None:
@@ -155,6 +197,13 @@ class CoordinatorShard:
             log.warning("skipping a consumer-group (KIP-848) record: not served by this broker", record_type=kind, partition=self.partition)
         else:
             log.warning("skipping a record of unknown type", record_type=kind, partition=self.partition)
+
+    def apply_offset_commit(self, group_id: str, topic: str, partition: int, value: bytes) -> None:
+        """A committed offset record's effect, at load and at runtime (RL-3)."""
+        if group_id not in self.groups:
+            # Offsets without a group make a simple group (classic, no protocol type).
+            self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
+        self.offsets.put(group_id, topic, partition, value)
 
     def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
         """RL-2/TX-4: a COMMIT marker applies the producer's pending offsets unless a later plain
@@ -236,13 +285,8 @@ class CoordinatorShard:
         """RL-1: replay the partition from its start, yielding to the loop between chunks."""
         started = time.monotonic()
         count = 0
-        replay = self.replay
-        offsets_put = self.offsets.put
-        groups = self.groups
-        parse_key = orec.parse_offset_commit_key
         since_yield = 0
         try:
-            check_value = orec.check_offset_commit_value
             for buf, pos, header in self.log_.iter_batches():
                 if header.is_control:
                     for _offset, key, _value in batch_records(buf, pos, header):
@@ -251,31 +295,51 @@ class CoordinatorShard:
                             self.replay_end_transaction(header.producer_id, kind == 1)
                     continue
                 producer_id = header.producer_id if header.is_transactional else rec.NO_PRODUCER_ID
-                for offset, key, value in batch_records(buf, pos, header):
-                    count += 1
-                    if key is None:
-                        raise orec.RecordFormatError(f"record at offset {offset} has no key")
-                    if value is not None and key[1] == 1 and key[0] == 0 and producer_id == rec.NO_PRODUCER_ID and not self.pending_txn:
-                        # The common case inlined: a committed offset outside any transaction.
-                        group_id, topic, partition = parse_key(key)
-                        check_value(value)
-                        if group_id not in groups:
-                            groups[group_id] = ClassicGroup(group_id, 0)
-                        offsets_put(group_id, topic, partition, value)
-                    else:
-                        replay(key, value, offset, producer_id)
+                count += self._replay_batch(buf, pos, header, producer_id)
                 since_yield += header.size
-                if since_yield >= 4 * 1024 * 1024:
+                if since_yield >= 1024 * 1024:  # requests wait at most ~one MiB of replay
                     since_yield = 0
                     await asyncio.sleep(0)
         except Exception:
             self.state = ShardState.FAILED
             log.error("failed to load coordinator shard", partition=self.partition, exc_info=True)
             raise
+        self.offsets.recount()
         self.loaded_records = count
         self.load_ms = (time.monotonic() - started) * 1000
+        self._load_prefixes = {}
         self.state = ShardState.ACTIVE
         self._on_loaded()
+
+    def _replay_batch(self, buf: Any, pos: int, header: rec.BatchHeader, producer_id: int) -> int:
+        """replay() every record of a batch. Committed offsets outside transactions, nearly every
+        record of a real log, take an inlined path: a (group, topic) key prefix seen before maps
+        straight to its partitions' dict, so the key's strings are decoded once per prefix."""
+        prefixes = self._load_prefixes
+        replay = self.replay
+        count = 0
+        for record in records_of(buf, pos, header):
+            count += 1
+            key = record.key
+            value = record.value
+            if key is None:
+                raise orec.RecordFormatError(f"record at offset {record.offset} has no key")
+            if value is None or key[1] != 1 or key[0] != 0 or producer_id != rec.NO_PRODUCER_ID or self.pending_txn:
+                prefixes.clear()  # tombstones and group records may drop the dicts cached here
+                replay(key, value, record.offset, producer_id)
+                continue
+            # check_offset_commit_value's v3 length test, inlined (RL-2: bad values fail the load)
+            if not (value[1] == 3 and value[0] == 0 and len(value) == 24 + ((value[14] << 8) | value[15]) and value[14] < 0x80):
+                orec.check_offset_commit_value(value)
+            prefix = key[:-4]
+            partitions = prefixes.get(prefix)
+            if partitions is None:
+                group_id, topic, _ = orec.parse_offset_commit_key(key)
+                if group_id not in self.groups:
+                    self.groups[group_id] = ClassicGroup(group_id, 0)
+                partitions = prefixes[prefix] = self.offsets.partitions_of(group_id, topic)
+            partitions[int.from_bytes(key[-4:], "big", signed=True)] = value
+        return count
 
     def _on_loaded(self) -> None:
         """RL-6: arm member session timers, rebalance oversized groups, start the expiry cycle."""
@@ -303,9 +367,13 @@ class CoordinatorShard:
         instance_id: str | None,
         retention_ms: int,
         api_version: int,
-        commits: list[PartitionCommit],
+        commits: list[tuple[str, CommitPartition]],
+        batched: bool = False,
     ) -> tuple[list[ErrorCode], Awaitable[Any] | None]:
-        """OC-3..OC-7; returns one error per commit, in order, and the durability wait."""
+        """OC-3..OC-7; returns one error per commit, in order, and the durability wait.
+
+        `batched`: the caller will call `service.flush_appends()` before answering, so the
+        records are enqueued to be appended with other commits rather than appended now."""
         group = self.groups.get(group_id)
         if group is None:
             if generation < 0:
@@ -317,7 +385,7 @@ class CoordinatorShard:
         error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=False)
         if error is not ErrorCode.NONE:
             raise CoordinatorError(error)
-        if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+        if group.state is GroupState.STABLE or group.state is GroupState.PREPARING_REBALANCE:
             member = group.members.get(member_id)
             if member is not None:
                 self.classic.reschedule_heartbeat(group, member)  # OC-5
@@ -325,22 +393,35 @@ class CoordinatorShard:
         expire = now + retention_ms if retention_ms != -1 else -1
         max_meta = self.config.offset_metadata_max_bytes
         records: list[Record] = []
+        applied: list[tuple[str, int, bytes]] = []
         results: list[ErrorCode] = []
-        for c in commits:
-            if c.metadata is not None and utf16_length(c.metadata) > max_meta:
+        key_of = orec.offset_commit_key
+        value_of = orec.offset_commit_value
+        for topic, c in commits:
+            metadata = c.metadata
+            if metadata is not None and len(metadata) > max_meta // 2 and utf16_length(metadata) > max_meta:
                 results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
             results.append(ErrorCode.NONE)
-            records.append(
-                (
-                    orec.offset_commit_key(group_id, c.topic, c.partition),
-                    orec.offset_commit_value(
-                        c.offset, c.leader_epoch, c.metadata or "", c.commit_timestamp if c.commit_timestamp != -1 else now, expire
-                    ),
-                )
-            )
+            value = value_of(c.offset, c.leader_epoch, metadata or "", c.commit_timestamp if c.commit_timestamp != -1 else now, expire)
+            records.append((key_of(group_id, topic, c.partition), value))
+            applied.append((topic, c.partition, value))
+        if not records:
+            return results, None
+        if batched:
+            size = rec.batch_size(records)
+            if size > self.max_batch_bytes:
+                raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)  # GE-3, as write() checks
+            waiter = None
+            self.enqueue(records, size)
+        else:
+            waiter = self.write(records, replay=False)
+        # The records are in the log: apply them as replay() would, without re-parsing our own keys.
+        apply = self.apply_offset_commit
+        for topic, partition, value in applied:
+            apply(group_id, topic, partition, value)
         self.service.stats.offset_commits += len(records)
-        return results, self.write(records)
+        return results, waiter
 
     @staticmethod
     def validate_offset_commit(

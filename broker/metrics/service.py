@@ -75,6 +75,7 @@ class MetricsService:
         broker.observe_response = self.requests.observer(count=counting, debug=broker.debug_requests)
         if not counting:
             return
+        broker.observe_known = self.requests.known_observer()
         broker.logs.set_observers(self.append_duration, self.fsync_duration.observe)
         if broker.coordinator is not None:
             broker.coordinator.stats.on_rebalance.append(lambda _group, seconds: self.rebalance_duration.observe(seconds))

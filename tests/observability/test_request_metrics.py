@@ -46,6 +46,19 @@ async def test_metadata_errors_count_from_fresh_and_cached_answers(make_config: 
         assert s.value("kaflet_requests_total", api="Metadata", version="12") == 3
 
 
+async def test_fast_path_answers_are_counted(make_config: Callable[..., Any]) -> None:
+    async with serving(config(make_config)) as served:
+        create_topic(served.broker, "known", 2)
+        client = await served.ready()
+        for _ in range(4):  # the first is built by the handler, the others come from the connection's fast path
+            resp = await client.request(metadata("known"))
+            assert resp.topics[0].error_code == 0
+        s = await ascrape(served.broker.metrics.address)
+        assert s.value("kaflet_requests_total", api="Metadata", version="12") == 4
+        assert s.value("kaflet_request_duration_seconds_count", api="Metadata") == 4
+        assert errors(s, "Metadata") == {}
+
+
 async def test_errors_of_encoded_and_object_answers_count_per_occurrence(make_config: Callable[..., Any]) -> None:
     async with serving(config(make_config)) as served:
         create_topic(served.broker, "t", 1)

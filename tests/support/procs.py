@@ -74,6 +74,7 @@ class BrokerProcess:
                 self.lines.append(line)
                 self.records.append(record)
                 self._cond.notify_all()
+        proc.stderr.close()
         with self._cond:
             self._cond.notify_all()
 
