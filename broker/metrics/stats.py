@@ -7,8 +7,12 @@ labelled prometheus_client Histogram (label lookup and a lock).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import repeat
+from math import ceil
+from operator import mul
 
 # Request latencies: from a cached Metadata answer (~20 us) to a JoinGroup parked for a rebalance.
 REQUEST_BUCKETS: tuple[float, ...] = (
@@ -60,17 +64,21 @@ class Histogram:
 
     Hot paths (the request hook, the log append) only append raw values to `pending`; the
     metrics service folds them into the buckets every second and whenever the histogram is
-    read, a sorted batch at a time. Bisecting each value as it came cost ~1 us per request in
-    the broker (cold caches, a float and an int allocated per update). `observe()`, for rare
-    events, folds by itself every FOLD_AT values.
+    read. Bisecting each value as it came cost ~1 us per request in the broker (cold caches,
+    a float and an int allocated per update). A fold counts whole microseconds with a C-level
+    Counter (~0.1 us a value; sorting the floats cost three times that), which is exact for
+    bounds that are whole microseconds. `observe()`, for rare events, folds every FOLD_AT.
     """
 
-    __slots__ = ("_counts", "_sum", "bounds", "pending")
+    __slots__ = ("_counts", "_micros", "_sum", "bounds", "pending")
 
     FOLD_AT = 1024
 
     def __init__(self, bounds: Sequence[float]) -> None:
         self.bounds = tuple(bounds)
+        self._micros = tuple(round(b * 1e6) for b in self.bounds)
+        if any(abs(m - b * 1e6) > 1e-6 for m, b in zip(self._micros, self.bounds, strict=True)):
+            raise ValueError(f"histogram bounds must be whole microseconds: {bounds}")
         self._counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
         self._sum = 0.0
         self.pending: list[float] = []
@@ -82,18 +90,15 @@ class Histogram:
             self.fold()
 
     def fold(self) -> None:
-        """Move the pending values into the buckets (in place: hot paths hold `pending`)."""
+        """Move the pending values into the buckets (in place: hot paths hold `pending`).
+        v <= bound exactly when ceil(v in us) <= bound in us, bounds being whole microseconds."""
         values = self.pending
         if not values:
             return
-        values.sort()
-        below = 0
         counts = self._counts
-        for i, bound in enumerate(self.bounds):
-            upto = bisect_right(values, bound, below)
-            counts[i] += upto - below
-            below = upto
-        counts[-1] += len(values) - below
+        micros = self._micros
+        for us, n in Counter(map(ceil, map(mul, values, repeat(1e6)))).items():
+            counts[bisect_left(micros, us)] += n
         self._sum += sum(values)
         values.clear()
 
