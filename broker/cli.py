@@ -31,12 +31,17 @@ def _serve(args: argparse.Namespace) -> int:
         runner = asyncio.run
     try:
         runner(Broker(config).serve_forever())
-    except DataDirError as exc:
+    except (DataDirError, OSError) as exc:  # OSError: a listen address is taken or not ours
         import structlog
 
         structlog.get_logger("kaflet.broker").error("cannot start", reason=str(exc))
         return 1
     return 0
+
+
+# Admin commands over the Kafka protocol (broker/admin_cli): parsed there, so that `serve`
+# does not import them.
+ADMIN_COMMANDS = {"topics": "list, describe, create and delete topics", "groups": "list, describe, delete groups; lag; reset offsets"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the broker")
     Config.add_arguments(serve)
     serve.set_defaults(func=_serve)
+    for name, text in ADMIN_COMMANDS.items():
+        sub.add_parser(name, help=text + f" (kaflet {name} --help)", add_help=False)
     return parser
 
 
@@ -53,5 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     if not argv or argv[0].startswith("-"):
         argv = ["serve", *argv]  # `python -m broker` alone serves
+    if argv[0] in ADMIN_COMMANDS:
+        from broker.admin_cli.main import main as admin_main
+
+        return admin_main(argv)
     args = parser.parse_args(argv)
     return int(args.func(args))

@@ -68,7 +68,7 @@ class Config:
     offsets_compaction_interval_ms: int = _opt(60_000, "how often __consumer_offsets is compacted")
     # Observability.
     metrics_host: str = _opt("127.0.0.1", "Prometheus endpoint address")
-    metrics_port: int = _opt(9644, "Prometheus endpoint port (0 picks a free one)")
+    metrics_port: int = _opt(9644, "Prometheus endpoint port (0 picks a free one; the ready line names it)")
     metrics: bool = _opt(True, "serve /metrics, /healthz and /readyz (--no-metrics turns it off)", _bool)
     group_metrics: bool = _opt(True, "export per-group series (off for very many groups)", _bool)
 
@@ -123,6 +123,8 @@ class Config:
             raise ValueError("--max-request-bytes must be at least 1024")
         if not 0 <= self.port <= 65535:
             raise ValueError("--port must be between 0 and 65535")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ValueError("--metrics-port must be between 0 and 65535")
 
 
 def _field_type(f: Any) -> Any:

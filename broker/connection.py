@@ -17,6 +17,7 @@ import structlog
 
 from broker import faults
 from broker.context import RequestContext
+from broker.logging import summarize
 from broker.registry import REGISTRY, ApiSpec
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -54,6 +55,7 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self.client_software: tuple[str, str] | None = None
         self.in_flight: asyncio.Task[Any] | None = None
+        self.started = 0.0  # perf_counter() when the frame being handled was taken up (metrics)
         # Responses produced while draining a burst of pipelined requests leave in one writev.
         self._out: list[Any] = []
         self._draining = False
@@ -181,6 +183,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _dispatch(self, frame: bytes) -> Any:
         """Handle one frame. Returns None when done, or a coroutine to run for a parked handler."""
+        self.started = time.perf_counter()
         try:
             api_key, api_version, corr = peek_api(frame)
         except HeaderError as exc:
@@ -207,6 +210,8 @@ class KafkaConnection(asyncio.Protocol):
             known = spec.fast_path(broker, api_version, frame, header.body_offset)
             if known is not None:
                 self.write_response(corr, flexible and api_key != ApiKey.API_VERSIONS, known)
+                if broker.observe_known is not None:  # request metrics (broker/metrics/requests.py)
+                    broker.observe_known(api_key, api_version, self.started)
                 return None
         try:
             request = spec.decode(memoryview(frame)[header.body_offset :], api_version)
@@ -216,7 +221,7 @@ class KafkaConnection(asyncio.Protocol):
         # ApiVersions responses always use header v0 (clients cannot know the flexible version yet).
         resp_flexible = flexible and api_key != ApiKey.API_VERSIONS
         if self.broker.debug_requests:
-            ctx.log.debug("request", body=repr(request)[:2000])
+            ctx.log.debug("request", body=summarize(request))
         injected = faults.match(self.broker, ctx, request)
         if injected is not None:
             return self._run_fault(ctx, spec, request, injected, resp_flexible)
@@ -226,7 +231,7 @@ class KafkaConnection(asyncio.Protocol):
             raise
         except Exception:
             ctx.log.error("handler failed", exc_info=True)
-            result = self._error_answer(spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            result = self._error_answer(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
         if asyncio.iscoroutine(result):
             return self._finish_async(ctx, spec, request, result, resp_flexible)
         self._respond(ctx, spec, result, resp_flexible)
@@ -239,7 +244,7 @@ class KafkaConnection(asyncio.Protocol):
             raise
         except Exception:
             ctx.log.error("handler failed", exc_info=True)
-            result = self._error_answer(spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            result = self._error_answer(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
         if not self.closing:
             self._respond(ctx, spec, result, resp_flexible)
 
@@ -253,17 +258,20 @@ class KafkaConnection(asyncio.Protocol):
             if asyncio.iscoroutine(result):
                 result = await result
         else:
-            result = self._error_answer(spec, request, fault.error)
+            result = self._error_answer(ctx, spec, request, fault.error)
         if not self.closing:
             self._respond(ctx, spec, result, resp_flexible)
 
-    def _error_answer(self, spec: ApiSpec, request: Any, code: ErrorCode) -> Any:
+    def _error_answer(self, ctx: RequestContext, spec: ApiSpec, request: Any, code: ErrorCode) -> Any:
         if spec.error_response is None:
             raise CloseConnection(f"{spec.name} failed and has no error response")
+        ctx.errors = [code]  # counted once when the answer is an encoded body (metrics)
         return spec.error_response(request, code)
 
     def _respond(self, ctx: RequestContext, spec: ApiSpec, result: Any, resp_flexible: bool) -> None:
         if result is None:
+            if self.broker.observe_response is not None:
+                self.broker.observe_response(ctx, None, self.started)
             return
         if isinstance(result, (bytes, bytearray, memoryview)):
             body: Any = result
@@ -278,11 +286,10 @@ class KafkaConnection(asyncio.Protocol):
                 ctx.log.error("response does not encode; closing connection", exc_info=True)
                 self.close()
                 return
-        if self.broker.debug_requests:
-            ctx.log.debug(
-                "response", body=repr(result)[:2000] if not isinstance(result, (bytes, bytearray, memoryview, list)) else "<encoded>"
-            )
         self.write_response(ctx.correlation_id, resp_flexible, body)
+        observe = self.broker.observe_response
+        if observe is not None:  # request metrics and the debug response line (broker/metrics/requests.py)
+            observe(ctx, result, self.started)
 
     def write_response(self, correlation_id: int, flexible: bool, body: Any) -> None:
         """The one place a response leaves the broker: size, header, body."""

@@ -23,6 +23,9 @@ class RequestContext:
     client_id: str | None
     frame: bytes = b""  # the whole request frame (after the size)
     body_offset: int = 0  # where the request body starts in `frame`
+    # Error codes (other than NONE) of an answer the handler encoded itself, for the request
+    # metrics; response objects are read directly (broker/metrics/errors.py).
+    errors: list[int] | None = None
 
     @property
     def raw_body(self) -> memoryview:

@@ -24,6 +24,8 @@ from storage.manager import LogManager
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
+    from broker.metrics.requests import KnownObserver, Observer
+    from broker.metrics.service import MetricsService
 
 log = structlog.get_logger("kaflet.broker")
 
@@ -62,6 +64,11 @@ class Broker:
         self.producer_ids: ProducerIdManager
         self.clock = Clock()
         self.coordinator: GroupCoordinator | None = None
+        self.metrics: MetricsService | None = None
+        # Called by each connection after a response is written (request metrics, debug log),
+        # and after a fast-path answer (no request context: api key, version, start time).
+        self.observe_response: Observer | None = None
+        self.observe_known: KnownObserver | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -70,6 +77,19 @@ class Broker:
 
         t0 = time.monotonic()
         self.started_at = time.time()
+        if self.config.metrics or self.debug_requests:
+            from broker.metrics.service import MetricsService
+
+            self.metrics = MetricsService(self)
+            await self.metrics.listen()  # before the data dir: a taken port fails without touching it
+        try:
+            await self._start(t0)
+        except BaseException:
+            if self.metrics is not None:
+                await self.metrics.stop()
+            raise
+
+    async def _start(self, t0: float) -> None:
         self.datadir = DataDir(self.config.data_dir, self.config.node_id, self.config.offsets_partitions)
         self.topics = TopicManager(self.datadir.path, self.config)
         self.producer_ids = ProducerIdManager(self.datadir.path)
@@ -87,6 +107,8 @@ class Broker:
 
         self.coordinator = GroupCoordinator(self)
         self.coordinator.start()
+        if self.metrics is not None:
+            self.metrics.install()
         await self._listen()
         self.accepting = True
         self._idle_task = asyncio.get_running_loop().create_task(self._close_idle_connections())
@@ -97,6 +119,7 @@ class Broker:
             node_id=self.config.node_id,
             cluster_id=self.cluster_id,
             data_dir=str(self.datadir.path),
+            metrics=self.metrics.address if self.metrics is not None else None,
             startup_ms=round((time.monotonic() - t0) * 1000, 1),
         )
 
@@ -107,6 +130,8 @@ class Broker:
         self.accepting = False
         for server in self._servers:
             server.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self._idle_task is not None:
             self._idle_task.cancel()
         for conn in list(self.connections):

@@ -58,13 +58,16 @@ class TopicLike(Protocol):
 TopicPartition = tuple[str, int]
 
 
-def _fsync_fds(fds: list[int]) -> None:
+def _fsync_fds(fds: list[int]) -> float:
+    """fsync and close `fds` (on the fsync thread); returns the seconds the fsyncs took."""
+    started = time.perf_counter()
     try:
         for fd in fds:
             os.fsync(fd)
     finally:
         for fd in fds:
             os.close(fd)
+    return time.perf_counter() - started
 
 
 class LogManager:
@@ -98,6 +101,10 @@ class LogManager:
         self._background: set[asyncio.Future[Any]] = set()
         self.closed = False
         self.was_clean = True
+        # Metrics hooks (None when off): a histogram every log updates per append (see
+        # PartitionLog.append_histogram) and a callback given each fsync pass's duration (s).
+        self.append_histogram: Any = None
+        self.observe_fsync: Callable[[float], None] | None = None
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -168,7 +175,15 @@ class LogManager:
             fsync_dir(self.dir)  # the partition directory's entry
         plog.on_roll = self._on_roll
         plog.on_log_start_changed = self._on_log_start_changed
+        plog.append_histogram = self.append_histogram
         return plog
+
+    def set_observers(self, append_histogram: Any, fsync: Callable[[float], None] | None) -> None:
+        """Install the metrics hooks on every log, present and future."""
+        self.append_histogram = append_histogram
+        self.observe_fsync = fsync
+        for plog in self.logs.values():
+            plog.append_histogram = append_histogram
 
     async def start(self) -> None:
         """Start the periodic work: retention, compaction, checkpoints, interval fsync."""
@@ -282,9 +297,11 @@ class LogManager:
         self._flushing = True
         fut = loop.run_in_executor(self._fsync_pool, _fsync_fds, fds)
 
-        def done(f: asyncio.Future[None]) -> None:
+        def done(f: asyncio.Future[float]) -> None:
             self._flushing = False
             exc = f.exception()
+            if exc is None and self.observe_fsync is not None and fds:
+                self.observe_fsync(f.result())
             if exc is None:
                 for plog, end, segs in work:
                     for seg, size in segs:
@@ -321,14 +338,17 @@ class LogManager:
         size = old.size
         directory = plog.dir
 
-        def work() -> None:
-            _fsync_fds([fd])
+        def work() -> float:
+            elapsed = _fsync_fds([fd])
             fsync_dir(directory)
+            return elapsed
 
         fut = self._loop.run_in_executor(self._fsync_pool, work)
 
-        def done(f: asyncio.Future[None]) -> None:
+        def done(f: asyncio.Future[float]) -> None:
             self._background.discard(f)
+            if f.exception() is None and self.observe_fsync is not None:
+                self.observe_fsync(f.result())
             if f.exception() is None and not plog.closed:
                 old.flushed_size = max(old.flushed_size, size)
                 if all(s.flushed_size >= s.size for s in plog.segments[:-1]):

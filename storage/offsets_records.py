@@ -190,6 +190,12 @@ def check_offset_commit_value(value: bytes) -> None:
     parse_offset_commit_value(value)
 
 
+def committed_offset(value: bytes) -> int:
+    """The offset of an OffsetCommitValue without parsing the rest: every version (0-4) puts
+    it right after the version (what the metrics read for thousands of offsets per scrape)."""
+    return int(_Q.unpack_from(value, 2)[0])
+
+
 def parse_offset_commit_value(value: bytes) -> OffsetValue:
     try:
         version = _H.unpack_from(value, 0)[0]

@@ -40,3 +40,27 @@ def test_quick_metadata_benchmark_runs_against_kaflet_and_the_mock(tmp_path: Pat
     assert rate["kaflet"] > 0 and rate["baseline"] > 0
     assert rate["ratio"] == rate["kaflet"] / rate["baseline"]
     assert rate["target"] == ">= 0.7x" and rate["met"] in (True, False)
+
+
+def test_quick_metrics_benchmark_measures_the_real_endpoint(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "metrics", "--quick", "--results-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    [path] = tmp_path.glob("*.json")
+    entry = json.loads(path.read_text())["benchmarks"]["metrics"]
+    assert "error" not in entry
+    rows = {r["name"]: r for r in entry["rows"]}
+    for name in (
+        "Metadata, metrics on requests/s",
+        "OffsetCommit 1p, metrics on requests/s",
+        "Metadata, in-process CPU per request, metrics on",
+        "OffsetCommit 1p, in-process CPU per request, metrics on",
+    ):
+        assert rows[name]["kaflet"] > 0 and rows[name]["baseline"] > 0 and rows[name]["baseline_name"] == "off", name
+    scrape = next(r for r in entry["rows"] if r["name"].startswith("/metrics scrape"))
+    assert scrape["kaflet"] > 0 and scrape["target"] == "<= 200 ms"

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import structlog
 from kafka.protocol.admin import CreatePartitionsResponse
 
 from broker.context import RequestContext
@@ -25,8 +24,6 @@ from broker.registry import api
 from broker.topics import INTERNAL_TOPICS
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-
-log = structlog.get_logger("kaflet.topics")
 
 _Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
@@ -95,5 +92,5 @@ def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     if not request.validate_only:
         for wanted, current in accepted:
             ctx.broker.topics.add_partitions(wanted.name, wanted.count)
-            log.info("partitions added", topic=wanted.name, partitions=wanted.count, previous=current)
+            ctx.log.info("partitions added", topic=wanted.name, partitions=wanted.count, previous=current)
     return CreatePartitionsResponse(version=ctx.api_version, throttle_time_ms=0, results=results + outcome)

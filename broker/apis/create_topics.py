@@ -23,7 +23,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
 from kafka.protocol.admin import CreateTopicsResponse
 
 from broker import topic_configs
@@ -34,8 +33,6 @@ from broker.registry import api
 from broker.topics import INTERNAL_TOPICS, TopicError
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-
-log = structlog.get_logger("kaflet.topics")
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 _Result = CreateTopicsResponse.CreatableTopicResult
@@ -178,7 +175,7 @@ def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             answers.append(_success(ctx, entry, uuid.uuid4()))
         else:
             created = ctx.broker.topics.create(entry.name, entry.partitions, entry.configs)
-            log.info(
+            ctx.log.info(
                 "topic created", topic=created.name, topic_id=str(created.topic_id), partitions=created.partitions, configs=created.configs
             )
             answers.append(_success(ctx, entry, created.topic_id))

@@ -15,15 +15,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import structlog
 from kafka.protocol.admin import DeleteTopicsResponse
 
 from broker.context import RequestContext
 from broker.registry import api
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-
-log = structlog.get_logger("kaflet.topics")
 
 _Result = DeleteTopicsResponse.DeletableTopicResult
 ZERO_UUID = uuid.UUID(int=0)
@@ -107,6 +104,6 @@ def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
 
     for topic_id, name in to_delete.items():
         topics.delete(name)
-        log.info("topic deleted", topic=name, topic_id=str(topic_id))
+        ctx.log.info("topic deleted", topic=name, topic_id=str(topic_id))
         answer(name, topic_id, ErrorCode.NONE, None)
     return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=results)

@@ -186,11 +186,14 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     if version >= 7 and request.session_epoch not in (0, -1):
         # An incremental fetch: kaflet creates no sessions, so none can be found.
+        ctx.errors = [ErrorCode.FETCH_SESSION_ID_NOT_FOUND]
         return encode_response(version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, [], False)
     read_committed = request.isolation_level == 1
     topics = _resolve(ctx, request)
     max_bytes = request.max_bytes
     total, errors = _read(topics, max_bytes)
+    if errors:  # for the request metrics (broker/metrics/errors.py)
+        ctx.errors = [p.error for t in topics for p in t.partitions if p.error]
     if request.max_wait_ms <= 0 or total >= request.min_bytes or errors or not topics or not ctx.broker.accepting:
         return encode_response(version, 0, topics, read_committed)
     return _park(ctx.broker, version, topics, max_bytes, request.min_bytes - total, request.max_wait_ms, read_committed)

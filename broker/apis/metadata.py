@@ -71,7 +71,7 @@ def _error(request: Any, code: ErrorCode) -> Any:
     )
 
 
-def _cache(broker: Any) -> dict[tuple[int, bytes], tuple[int, bytes]]:
+def _cache(broker: Any) -> dict[tuple[int, bytes], tuple[int, bytes, bool]]:
     cache = broker.__dict__.get("_metadata_cache")
     if cache is None:
         cache = broker.__dict__["_metadata_cache"] = {}
@@ -80,7 +80,9 @@ def _cache(broker: Any) -> dict[tuple[int, bytes], tuple[int, bytes]]:
 
 def _cached(broker: Any, version: int, frame: bytes, body_offset: int) -> bytes | None:
     hit = _cache(broker).get((version, frame[body_offset:]))
-    if hit is not None and hit[0] == broker.topics.generation:
+    # An answer carrying topic errors takes the normal path, whose handler notes them for the
+    # request metrics (the fast path has no request context); such repeats are rare.
+    if hit is not None and hit[0] == broker.topics.generation and not hit[2]:
         return hit[1]
     return None
 
@@ -141,6 +143,7 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     cache = _cache(broker)
     if len(cache) >= _CACHE_LIMIT:
         cache.clear()
+    ctx.errors = [e.error_code for e in entries if e.error_code] or None  # for the request metrics
     # Stored at the generation after any auto-creation above, so a repeat is a hit.
-    cache[(version, bytes(ctx.raw_body))] = (topics_mgr.generation, body)
+    cache[(version, bytes(ctx.raw_body))] = (topics_mgr.generation, body, ctx.errors is not None)
     return body

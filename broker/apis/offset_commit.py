@@ -38,6 +38,7 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
     rows: Rows = []
     commits: list[tuple[str, CommitPartition]] = []
     slots: list[tuple[list[tuple[int, int]], int]] = []
+    unknown: list[int] = []  # OC-2 codes, for the request metrics
     for name, parts in request.topics:
         topic = known_topics.get(name)
         limit = topic.partitions if topic is not None else 0
@@ -50,13 +51,19 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
                 out.append((cp.partition, 0))
             else:
                 out.append((cp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))  # OC-2
+                unknown.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not commits:
+        ctx.errors = unknown
         return commit_codec.encode_response(version, rows)
 
     def fill(codes: list[ErrorCode] | ErrorCode) -> bytes:
         single = codes if isinstance(codes, ErrorCode) else None
         for i, (out, index) in enumerate(slots):
             out[index] = (out[index][0], single if single is not None else codes[i])  # type: ignore[index]
+        # The answer's error codes, for the request metrics (broker/metrics/errors.py).
+        failed = [c for c in codes if c] if single is None else ([single] * len(slots) if single else [])  # type: ignore[union-attr]
+        if unknown or failed:
+            ctx.errors = unknown + failed
         return commit_codec.encode_response(version, rows)
 
     group_id = request.group_id

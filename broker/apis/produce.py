@@ -121,6 +121,7 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     acks = request.acks
     if _has_transactional_records(request) and request.transactional_id is None:
+        ctx.errors = [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED] * sum(len(t.partition_data) for t in request.topic_data)
         return _respond(acks, version, _error(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), True, [])
     topics_mgr = broker.topics
     logs = broker.logs
@@ -157,6 +158,8 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
                         appended.append(log)
             if res.error:
                 failed = True
+    if failed:  # for the request metrics (broker/metrics/errors.py)
+        ctx.errors = [p.error for _name, parts in out for p in parts if p.error]
     return _respond(acks, version, out, failed, appended, ctx)
 
 

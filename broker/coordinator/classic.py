@@ -15,8 +15,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
+import structlog
+
 from broker.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from protocol.errors import ErrorCode
+
+log = structlog.get_logger("kaflet.coordinator")
 
 
 class GroupState(Enum):
@@ -295,6 +299,8 @@ class ClassicGroup:
             if existing is None:
                 return ErrorCode.UNKNOWN_MEMBER_ID
             if existing != member_id:
+                # A zombie: another member holds this instance id now (Kafka's FencedInstanceIdException).
+                log.info("member fenced", group=self.group_id, member=member_id, instance_id=group_instance_id, current_member=existing)
                 return ErrorCode.FENCED_INSTANCE_ID
         if member_id not in self.members:
             return ErrorCode.UNKNOWN_MEMBER_ID

@@ -25,6 +25,7 @@ class BrokerProcess:
         self._cond = threading.Condition()
         self.bootstrap = ""
         self.port = 0
+        self.metrics: str | None = None  # host:port of the metrics endpoint, from the ready line
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         env = dict(os.environ)
@@ -48,12 +49,17 @@ class BrokerProcess:
             cmd.remove("0")
         if any(a.startswith("--metrics") for a in self.args):
             cmd.remove("--no-metrics")
+        return self.start_command(cmd, env, timeout=timeout)
+
+    def start_command(self, cmd: list[str], env: dict[str, str], cwd: str | Path | None = None, timeout: float = 20.0) -> BrokerProcess:
+        """Run a broker command line of one's own (e.g. an installed `kaflet serve`) until its ready line."""
         self.lines, self.records = [], []
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
         ready = self.wait_for(lambda r: r.get("event") == "broker ready", timeout)
         self.bootstrap = ready["bootstrap"]
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
+        self.metrics = ready.get("metrics")
         return self
 
     def _pump(self, proc: subprocess.Popen[bytes]) -> None:

@@ -1,0 +1,347 @@
+"""`kaflet groups list|describe|delete|lag|reset-offsets` (kafka-consumer-groups.sh's semantics).
+
+lag: per partition the committed offset, the log end offset (ListOffsets latest, read
+uncommitted, as Kafka's tool asks) and their difference, with the member that owns the
+partition; partitions a member owns without a commit are listed with no offset and no lag.
+
+reset-offsets follows ConsumerGroupCommand: only while the group is Empty or Dead (else it
+refuses with Kafka's message); --to-offset and --shift-by are clamped to [log start, log end];
+--shift-by needs a committed offset; --to-datetime falls back to the log end offset where no
+record is that recent; nothing is written without --execute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from typing import Any
+
+from broker.admin_cli import FAILED, GROUP_ACTIVE, OK
+from broker.admin_cli.output import CommandError, Result, table
+
+INACTIVE_STATES = ("Empty", "Dead")
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    groups = sub.add_parser("groups", help="list, describe, delete groups; their lag; reset their offsets")
+    actions = groups.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = actions.add_parser("list", parents=[common], help="groups with their state and protocol type")
+    p.add_argument("--state", action="append", default=[], help="only groups in this state (repeatable)")
+    p.set_defaults(run=list_groups)
+    p = actions.add_parser("describe", parents=[common], help="state, protocol and members of groups")
+    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p.set_defaults(run=describe_groups)
+    p = actions.add_parser("delete", parents=[common], help="delete groups (they must have no members)")
+    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p.set_defaults(run=delete_groups)
+    p = actions.add_parser("lag", parents=[common], help="committed offset, log end, lag and owner per partition")
+    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p.set_defaults(run=lag)
+    p = actions.add_parser("reset-offsets", parents=[common], help="move a group's committed offsets (dry run unless --execute)")
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", required=True, action="append", metavar="TOPIC[:P[,P...]]", help="topic, or topic:partitions (repeatable)")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    how.add_argument("--to-latest", action="store_true", help="the log end offset")
+    how.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    how.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss", help="the first offset at or after this time (UTC unless given)")
+    how.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (clamped to the log)")
+    p.add_argument("--execute", action="store_true", help="write the new offsets (default: only show them)")
+    p.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
+    p.set_defaults(run=reset_offsets)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _describe(admin: Any, group_ids: list[str]) -> dict[str, dict[str, Any]]:
+    return dict(admin.describe_groups(group_ids))
+
+
+def _assignment(member: dict[str, Any]) -> list[tuple[str, int]]:
+    raw = member.get("member_assignment")
+    if not isinstance(raw, dict):
+        return []
+    return [(a["topic"], p) for a in raw.get("assigned_partitions", []) for p in a["partitions"]]
+
+
+def _member_summary(member: dict[str, Any]) -> dict[str, Any]:
+    owned: dict[str, list[int]] = {}
+    for topic, partition in _assignment(member):
+        owned.setdefault(topic, []).append(partition)
+    return {
+        "member_id": member["member_id"],
+        "instance_id": member.get("group_instance_id"),
+        "client_id": member.get("client_id"),
+        "host": member.get("client_host"),
+        "assignment": [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(owned.items())],
+    }
+
+
+def _existing_partitions(admin: Any, topics: set[str]) -> dict[str, list[int]]:
+    """topic -> partitions, for the topics of `topics` that exist."""
+    if not topics:
+        return {}
+    return {
+        t["name"]: sorted(p["partition_index"] for p in t["partitions"])
+        for t in admin.describe_topics(sorted(topics))
+        if t["error_code"] == 0
+    }
+
+
+def _offsets(admin: Any, partitions: list[Any], spec: Any) -> dict[Any, int]:
+    from kafka.admin import OffsetSpec  # noqa: F401  (the specs come from there)
+
+    if not partitions:
+        return {}
+    return {tp: r.offset for tp, r in admin.list_partition_offsets(dict.fromkeys(partitions, spec)).items()}
+
+
+def _committed(admin: Any, group: str) -> dict[Any, int]:
+    offsets = admin.list_group_offsets({group: None}).get(group, {})
+    return {tp: om.offset for tp, om in offsets.items() if om.offset >= 0}
+
+
+# -- list, describe, delete ------------------------------------------------------------------
+
+
+def list_groups(args: argparse.Namespace, admin: Any) -> Result:
+    listed = admin.list_groups()
+    wanted = {s.lower() for s in args.state}
+    rows = [
+        {
+            "group": g["group_id"],
+            "state": g.get("group_state") or "",
+            "protocol_type": g.get("protocol_type") or "",
+            "type": g.get("group_type"),
+        }
+        for g in sorted(listed, key=lambda g: g["group_id"])
+        if not wanted or (g.get("group_state") or "").lower() in wanted
+    ]
+    text = table(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"], [list(r.values()) for r in rows])
+    return Result({"groups": rows}, text)
+
+
+def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
+    described = _describe(admin, args.groups)
+    out = []
+    errors = []
+    blocks = []
+    for group_id in args.groups:
+        d = described[group_id]
+        exists = d["group_state"] != "Dead"
+        if not exists:
+            errors.append(f"Consumer group '{group_id}' does not exist.")
+        members = [_member_summary(m) for m in d["members"]]
+        out.append(
+            {
+                "group": group_id,
+                "exists": exists,
+                "state": d["group_state"],
+                "protocol_type": d["protocol_type"],
+                "protocol": d["protocol_data"],
+                "members": members,
+            }
+        )
+        if exists:
+            head = f"Group: {group_id}\tState: {d['group_state']}\tProtocolType: {d['protocol_type']}\tProtocol: {d['protocol_data']}"
+            rows = [
+                [
+                    group_id,
+                    m["member_id"],
+                    m["instance_id"],
+                    m["client_id"],
+                    m["host"],
+                    " ".join(f"{a['topic']}:{','.join(map(str, a['partitions']))}" for a in m["assignment"]) or "-",
+                ]
+                for m in members
+            ]
+            blocks.append(head + "\n" + table(["GROUP", "MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"], rows))
+    return Result({"groups": out}, "\n\n".join(blocks), FAILED if errors else OK, errors)
+
+
+def delete_groups(args: argparse.Namespace, admin: Any) -> Result:
+    outcome = admin.delete_groups(args.groups)
+    results = []
+    errors = []
+    busy = 0
+    for group_id in args.groups:
+        status = outcome.get(group_id, "OK")
+        error = None if status == "OK" else _error_label(status)
+        if error == "NON_EMPTY_GROUP":
+            busy += 1
+            errors.append(f"Group '{group_id}' could not be deleted: it has active members (NON_EMPTY_GROUP).")
+        elif error is not None:
+            errors.append(f"Group '{group_id}' could not be deleted: {error}.")
+        results.append({"group": group_id, "deleted": error is None, "error": error})
+    code = OK if not errors else (GROUP_ACTIVE if busy == len(errors) else FAILED)
+    rows = [[r["group"], "deleted" if r["deleted"] else r["error"]] for r in results]
+    return Result({"groups": results}, table(["GROUP", "RESULT"], rows), code, errors)
+
+
+def _error_label(status: Any) -> str:
+    """kafka-python reports a failed group as an error class or its name: Kafka's error name."""
+    import kafka.errors as errors
+
+    cls = status if isinstance(status, type) else getattr(errors, str(status), None)
+    message = getattr(cls, "message", None)
+    return str(message) if message else str(status)
+
+
+# -- lag ------------------------------------------------------------------------------------
+
+
+def lag(args: argparse.Namespace, admin: Any) -> Result:
+    from kafka.admin import OffsetSpec
+
+    described = _describe(admin, args.groups)
+    out = []
+    rows = []
+    errors = []
+    for group_id in args.groups:
+        d = described[group_id]
+        committed = _committed(admin, group_id)
+        owners: dict[Any, dict[str, Any]] = {}
+        from kafka import TopicPartition
+
+        for m in d["members"]:
+            for topic, partition in _assignment(m):
+                owners[TopicPartition(topic, partition)] = m
+        if d["group_state"] == "Dead" and not committed:
+            errors.append(f"Consumer group '{group_id}' does not exist.")
+            out.append({"group": group_id, "exists": False, "state": "Dead", "partitions": [], "total_lag": None})
+            continue
+        partitions = sorted(set(committed) | set(owners), key=lambda tp: (tp.topic, tp.partition))
+        existing = _existing_partitions(admin, {tp.topic for tp in partitions})
+        known = [tp for tp in partitions if tp.partition in existing.get(tp.topic, ())]
+        ends = _offsets(admin, known, OffsetSpec.LATEST)
+        entries = []
+        for tp in partitions:
+            current = committed.get(tp)
+            end = ends.get(tp)
+            owner = owners.get(tp)
+            entry = {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "committed": current,
+                "log_end": end,
+                "lag": end - current if current is not None and end is not None else None,
+                "member_id": owner["member_id"] if owner else None,
+                "host": owner.get("client_host") if owner else None,
+                "client_id": owner.get("client_id") if owner else None,
+            }
+            entries.append(entry)
+            rows.append([group_id, *entry.values()])
+        total = sum(e["lag"] for e in entries if e["lag"] is not None)
+        out.append({"group": group_id, "exists": True, "state": d["group_state"], "partitions": entries, "total_lag": total})
+    headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    return Result({"groups": out}, table(headers, rows), FAILED if errors else OK, errors)
+
+
+# -- reset-offsets --------------------------------------------------------------------------
+
+
+def parse_datetime(text: str) -> int:
+    """Milliseconds since the epoch of 'YYYY-MM-DDTHH:mm:SS[.sss][zone]' (UTC when no zone is given,
+    as Kafka's Utils.getDateTime)."""
+    if "T" not in text:
+        raise CommandError(f"Error parsing timestamp {text!r}: it does not contain a 'T' (ISO-8601, e.g. 2024-01-31T12:00:00.000)", 2)
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise CommandError(f"Error parsing timestamp {text!r}: {exc}", 2) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def _partitions_to_reset(admin: Any, specs: list[str]) -> list[Any]:
+    from kafka import TopicPartition
+
+    out: list[Any] = []
+    whole: list[str] = []
+    for spec in specs:
+        topic, sep, parts = spec.partition(":")
+        if not topic:
+            raise CommandError(f"--topic {spec!r}: no topic name", 2)
+        if not sep:
+            whole.append(topic)
+            continue
+        try:
+            out += [TopicPartition(topic, int(p)) for p in parts.split(",") if p != ""]
+        except ValueError:
+            raise CommandError(f"--topic {spec!r}: partitions must be integers (TOPIC:0,1,2)", 2) from None
+    existing = _existing_partitions(admin, {tp.topic for tp in out} | set(whole))
+    for topic in whole:
+        if topic not in existing:
+            raise CommandError(f"Topic '{topic}' does not exist.", FAILED)
+        out += [TopicPartition(topic, p) for p in existing[topic]]
+    for tp in out:
+        if tp.partition not in existing.get(tp.topic, ()):
+            raise CommandError(f"Partition {tp.topic}-{tp.partition} does not exist.", FAILED)
+    return sorted(dict.fromkeys(out), key=lambda tp: (tp.topic, tp.partition))
+
+
+def reset_offsets(args: argparse.Namespace, admin: Any) -> Result:
+    from kafka.admin import OffsetSpec, OffsetTimestamp
+    from kafka.structs import OffsetAndMetadata
+
+    if args.execute and args.dry_run:
+        raise CommandError("--execute and --dry-run are mutually exclusive", 2)
+    timestamp = parse_datetime(args.to_datetime) if args.to_datetime is not None else None
+    group = args.group
+    state = _describe(admin, [group])[group]["group_state"]
+    if state not in INACTIVE_STATES:
+        raise CommandError(
+            f"Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}.", GROUP_ACTIVE
+        )
+    partitions = _partitions_to_reset(admin, args.topic)
+    committed = _committed(admin, group)
+    earliest = _offsets(admin, partitions, OffsetSpec.EARLIEST)
+    latest = _offsets(admin, partitions, OffsetSpec.LATEST)
+
+    def clamp(tp: Any, offset: int) -> int:
+        return latest[tp] if offset > latest[tp] else max(offset, earliest[tp])
+
+    if args.to_earliest:
+        planned = dict(earliest)
+    elif args.to_latest:
+        planned = dict(latest)
+    elif args.to_offset is not None:
+        planned = {tp: clamp(tp, args.to_offset) for tp in partitions}
+    elif args.shift_by is not None:
+        missing = [tp for tp in partitions if tp not in committed]
+        if missing:
+            tp = missing[0]
+            raise CommandError(
+                f"Cannot shift offset for partition {tp.topic}-{tp.partition} since there is no current committed offset", FAILED
+            )
+        planned = {tp: clamp(tp, committed[tp] + args.shift_by) for tp in partitions}
+    else:
+        assert timestamp is not None
+        found = _offsets(admin, partitions, OffsetTimestamp(timestamp))
+        planned = {tp: found[tp] if found.get(tp, -1) >= 0 else latest[tp] for tp in partitions}
+    errors: list[str] = []
+    results: dict[Any, str | None] = dict.fromkeys(partitions)
+    if args.execute:
+        outcome = admin.alter_group_offsets(group, {tp: OffsetAndMetadata(planned[tp], "", -1) for tp in partitions})
+        for tp, error in outcome.items():
+            if getattr(error, "errno", 0):
+                results[tp] = str(error.message)
+                errors.append(f"Partition {tp.topic}-{tp.partition}: {error.message}")
+    entries = [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "current": committed.get(tp),
+            "new": planned[tp],
+            "error": results[tp],
+        }
+        for tp in partitions
+    ]
+    rows = [[group, e["topic"], e["partition"], e["current"], e["new"]] for e in entries]
+    text = table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"], rows)
+    if not args.execute:
+        text += "\n(dry run: nothing was changed; add --execute to write these offsets)"
+    data = {"group": group, "state": state, "executed": bool(args.execute), "partitions": entries}
+    return Result(data, text, FAILED if errors else OK, errors)

@@ -1,0 +1,136 @@
+"""`kaflet topics list|describe|create|delete` (what kafka-topics.sh does for these)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from broker.admin_cli import FAILED, OK
+from broker.admin_cli.output import CommandError, Result, table
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    topics = sub.add_parser("topics", help="list, describe, create and delete topics")
+    actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = actions.add_parser("list", parents=[common], help="topic names, partitions and replication")
+    p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__consumer_offsets, ...)")
+    p.set_defaults(run=list_topics)
+    p = actions.add_parser("describe", parents=[common], help="partitions, leaders, replicas and ISR of topics")
+    p.add_argument("topics", nargs="*", metavar="TOPIC", help="topics to describe (default: all)")
+    p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics when describing all")
+    p.set_defaults(run=describe_topics)
+    p = actions.add_parser("create", parents=[common], help="create a topic")
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--partitions", type=int, default=-1, help="partition count (default: the broker's num.partitions)")
+    p.add_argument("--replication-factor", type=int, default=-1, help="replication factor (default: the broker's)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="a topic config (repeatable)")
+    p.add_argument("--if-not-exists", action="store_true", help="succeed if the topic already exists")
+    p.set_defaults(run=create_topic)
+    p = actions.add_parser("delete", parents=[common], help="delete topics")
+    p.add_argument("topics", nargs="+", metavar="TOPIC")
+    p.add_argument("--if-exists", action="store_true", help="succeed for topics that do not exist")
+    p.set_defaults(run=delete_topics)
+
+
+def _error_name(code: int) -> str:
+    from kafka.errors import for_code
+
+    return str(for_code(code).message)
+
+
+def _summaries(admin: Any, names: list[str] | None) -> list[dict[str, Any]]:
+    described = admin.describe_topics(names)
+    out = []
+    for t in sorted(described, key=lambda t: t["name"] or ""):
+        partitions = sorted(t["partitions"], key=lambda p: p["partition_index"])
+        out.append(
+            {
+                "name": t["name"],
+                "topic_id": t.get("topic_id"),
+                "internal": bool(t.get("is_internal")),
+                "error": _error_name(t["error_code"]) if t["error_code"] else None,
+                "partitions": [
+                    {
+                        "partition": p["partition_index"],
+                        "leader": p["leader_id"],
+                        "replicas": list(p["replica_nodes"]),
+                        "isr": list(p["isr_nodes"]),
+                    }
+                    for p in partitions
+                ],
+            }
+        )
+    return out
+
+
+def list_topics(args: argparse.Namespace, admin: Any) -> Result:
+    topics = [t for t in _summaries(admin, None) if not (args.exclude_internal and t["internal"])]
+    rows = [
+        {
+            "name": t["name"],
+            "partitions": len(t["partitions"]),
+            "replication_factor": len(t["partitions"][0]["replicas"]) if t["partitions"] else 0,
+            "internal": t["internal"],
+        }
+        for t in topics
+    ]
+    text = table(["TOPIC", "PARTITIONS", "REPLICATION-FACTOR", "INTERNAL"], [list(r.values()) for r in rows])
+    return Result({"topics": rows}, text)
+
+
+def describe_topics(args: argparse.Namespace, admin: Any) -> Result:
+    topics = _summaries(admin, args.topics or None)
+    if not args.topics and args.exclude_internal:
+        topics = [t for t in topics if not t["internal"]]
+    errors = [f"Topic '{t['name']}': {t['error']}" for t in topics if t["error"]]
+    blocks = []
+    for t in topics:
+        if t["error"]:
+            continue
+        rf = len(t["partitions"][0]["replicas"]) if t["partitions"] else 0
+        head = f"Topic: {t['name']}\tTopicId: {t['topic_id']}\tPartitionCount: {len(t['partitions'])}\tReplicationFactor: {rf}"
+        rows = [[t["name"], p["partition"], p["leader"], p["replicas"], p["isr"]] for p in t["partitions"]]
+        blocks.append(head + "\n" + table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"], rows))
+    return Result({"topics": topics}, "\n\n".join(blocks), FAILED if errors else OK, errors)
+
+
+def create_topic(args: argparse.Namespace, admin: Any) -> Result:
+    configs: dict[str, str] = {}
+    for item in args.config:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CommandError(f"--config takes KEY=VALUE, got {item!r}", 2)
+        configs[key] = value
+    spec = {args.topic: {"num_partitions": args.partitions, "replication_factor": args.replication_factor, "configs": configs}}
+    response = admin.create_topics(spec, raise_errors=False)
+    [t] = response["topics"]
+    code = t["error_code"]
+    if code == 36 and args.if_not_exists:  # TOPIC_ALREADY_EXISTS
+        return Result({"topic": args.topic, "created": False, "error": None}, f"Topic {args.topic} already exists.")
+    if code:
+        message = t.get("error_message") or _error_name(code)
+        return Result({"topic": args.topic, "created": False, "error": _error_name(code), "message": message}, "", FAILED, [message])
+    data = {
+        "topic": t["name"],
+        "created": True,
+        "error": None,
+        "topic_id": t.get("topic_id"),
+        "partitions": t.get("num_partitions"),
+        "replication_factor": t.get("replication_factor"),
+    }
+    return Result(data, f"Created topic {t['name']}.")
+
+
+def delete_topics(args: argparse.Namespace, admin: Any) -> Result:
+    response = admin.delete_topics(args.topics, raise_errors=False)
+    results = []
+    errors = []
+    for t in response["topics"]:
+        code = t["error_code"]
+        missing = code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        error = None if not code or (missing and args.if_exists) else _error_name(code)
+        results.append({"topic": t["name"], "deleted": not code, "error": error})
+        if error:
+            errors.append(f"Topic '{t['name']}': {t.get('error_message') or error}")
+    rows = [[r["topic"], "deleted" if r["deleted"] else (r["error"] or "does not exist")] for r in results]
+    return Result({"topics": results}, table(["TOPIC", "RESULT"], rows), FAILED if errors else OK, errors)

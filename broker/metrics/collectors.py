@@ -1,0 +1,185 @@
+"""kaflet's own metrics (`kaflet_*`): a prometheus_client collector reading broker state when scraped.
+
+Names follow Prometheus conventions; where Kafka has an equivalent it is named alongside:
+- kaflet_requests_total{api,version}, kaflet_request_errors_total{api,version,error}:
+  kafka.network RequestMetrics RequestsPerSec / ErrorsPerSec (every error code in a response
+  counts once, NONE excluded); kaflet_request_duration_seconds{api}: TotalTimeMs, from taking
+  up the frame to writing the answer, parked time included;
+- kaflet_open_connections: kafka.server socket-server connection-count;
+- kaflet_groups{protocol}, kaflet_classic_groups{state}: group-coordinator-metrics group-count
+  and classic-group-count (kaflet holds classic groups only; consumer counts 0);
+- kaflet_group_rebalances_total, kaflet_group_rebalance_duration_seconds:
+  group-completed-rebalance-count, and how long each took (PreparingRebalance to Stable);
+- kaflet_offset_commits_total, _expirations_total, _deletions_total, kaflet_committed_offsets:
+  offset-commit-count, offset-expiration-count, offset-deletion-count, offset-count;
+- kaflet_log_size_bytes / kaflet_log_segments{topic,partition}: kafka.log Log Size / NumLogSegments;
+- kaflet_log_append_duration_seconds, kaflet_log_fsync_duration_seconds: LogFlushStats and the
+  append part of the produce path;
+- kaflet_coordinator_partition_load_seconds{partition}, kaflet_coordinator_load_seconds,
+  kaflet_coordinator_partitions{state}: partition-load-time and num-partitions{state}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
+from prometheus_client.registry import Collector
+
+from broker.coordinator.classic import GroupState
+from broker.metrics.requests import error_name
+from broker.metrics.stats import REQUEST_BUCKETS, Histogram
+from broker.registry import REGISTRY
+
+if TYPE_CHECKING:
+    from broker.metrics.service import MetricsService
+
+SHARD_STATES = ("loading", "active", "failed", "unloaded")
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name for the API ("OffsetCommit"), as its request metrics label it."""
+    spec = REGISTRY.get(api_key)
+    if spec is None:
+        return str(api_key)
+    return str(spec.request_cls.__name__).removesuffix("Request")
+
+
+def _histogram(family: HistogramMetricFamily, labels: list[str], h: Histogram) -> None:
+    family.add_metric(labels, h.cumulative(), h.sum)
+
+
+class KafletCollector(Collector):
+    def __init__(self, service: MetricsService) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Any]:
+        service = self.service
+        broker = service.broker
+        yield from self._info()
+        yield from self._requests()
+        connections = GaugeMetricFamily("kaflet_open_connections", "Client connections open now.")
+        connections.add_metric([], len(broker.connections))
+        yield connections
+        yield from self._groups()
+        yield from self._logs()
+        yield from self._coordinator_load()
+
+    def _info(self) -> Iterator[Any]:
+        from broker.metrics.service import version
+
+        broker = self.service.broker
+        info = InfoMetricFamily("kaflet_broker", "This broker: version, node id, cluster id.")
+        info.add_metric([], {"version": version(), "node_id": str(broker.config.node_id), "cluster_id": broker.cluster_id})
+        yield info
+
+    def _requests(self) -> Iterator[Any]:
+        stats = self.service.requests
+        requests = CounterMetricFamily("kaflet_requests", "Requests answered, by API and version.", labels=["api", "version"])
+        by_api: dict[int, list[Histogram]] = {}
+        for (api, version), h in sorted(stats.latency.items()):
+            requests.add_metric([api_name(api), str(version)], h.count)
+            by_api.setdefault(api, []).append(h)
+        yield requests
+        errors = CounterMetricFamily(
+            "kaflet_request_errors",
+            "Error codes in responses (each occurrence, NONE excluded), by API, version and error.",
+            labels=["api", "version", "error"],
+        )
+        for (api, version, code), n in sorted(stats.errors.items()):
+            errors.add_metric([api_name(api), str(version), error_name(code)], n)
+        yield errors
+        latency = HistogramMetricFamily(
+            "kaflet_request_duration_seconds",
+            "Time from taking up a request to writing its response (parked time included), by API.",
+            labels=["api"],
+        )
+        for api, parts in by_api.items():
+            _histogram(latency, [api_name(api)], Histogram.merged(REQUEST_BUCKETS, parts))
+        yield latency
+
+    def _groups(self) -> Iterator[Any]:
+        service = self.service
+        coordinator = service.broker.coordinator
+        states = dict.fromkeys(GroupState, 0)
+        committed = 0
+        if coordinator is not None:
+            for shard in coordinator.active_shards():
+                committed += shard.offsets.count
+                for group in shard.groups.values():
+                    states[group.state] += 1
+        groups = GaugeMetricFamily("kaflet_groups", "Groups held, by protocol (Kafka's group-count).", labels=["protocol"])
+        groups.add_metric(["classic"], sum(states.values()))
+        groups.add_metric(["consumer"], 0)
+        yield groups
+        classic = GaugeMetricFamily("kaflet_classic_groups", "Classic groups by state (Kafka's classic-group-count).", labels=["state"])
+        for state, n in states.items():
+            classic.add_metric([state.value], n)
+        yield classic
+        stats = coordinator.stats if coordinator is not None else None
+        for name, attr, text in (
+            ("kaflet_group_rebalances", "rebalances_completed", "Rebalances completed (groups reaching Stable)."),
+            ("kaflet_offset_commits", "offset_commits", "Offsets committed (one per partition)."),
+            ("kaflet_offset_expirations", "offset_expirations", "Committed offsets removed by retention."),
+            ("kaflet_offset_deletions", "offset_deletions", "Committed offsets deleted (OffsetDelete, deleted topics)."),
+        ):
+            counter = CounterMetricFamily(name, text)
+            counter.add_metric([], getattr(stats, attr) if stats is not None else 0)
+            yield counter
+        duration = HistogramMetricFamily(
+            "kaflet_group_rebalance_duration_seconds", "How long completed rebalances took, from PreparingRebalance to Stable."
+        )
+        _histogram(duration, [], service.rebalance_duration)
+        yield duration
+        offsets = GaugeMetricFamily("kaflet_committed_offsets", "Committed offsets held by the coordinator (Kafka's offset-count).")
+        offsets.add_metric([], committed)
+        yield offsets
+
+    def _logs(self) -> Iterator[Any]:
+        service = self.service
+        size = GaugeMetricFamily("kaflet_log_size_bytes", "Bytes of a partition's log segments.", labels=["topic", "partition"])
+        segments = GaugeMetricFamily("kaflet_log_segments", "Segments of a partition's log.", labels=["topic", "partition"])
+        for (topic, partition), plog in sorted(service.broker.logs.logs.items()):
+            if plog.closed:
+                continue
+            labels = [topic, str(partition)]
+            size.add_metric(labels, plog.size_bytes)
+            segments.add_metric(labels, len(plog.segments))
+        yield size
+        yield segments
+        append = HistogramMetricFamily("kaflet_log_append_duration_seconds", "Time to append one batch to a partition log (no fsync).")
+        _histogram(append, [], service.append_duration)
+        yield append
+        fsync = HistogramMetricFamily(
+            "kaflet_log_fsync_duration_seconds", "Time of one fsync pass (group commit, interval, rolled segment)."
+        )
+        _histogram(fsync, [], service.fsync_duration)
+        yield fsync
+
+    def _coordinator_load(self) -> Iterator[Any]:
+        coordinator = self.service.broker.coordinator
+        shards = coordinator.shards if coordinator is not None else []
+        states = GaugeMetricFamily(
+            "kaflet_coordinator_partitions", "Coordinator shards (__consumer_offsets partitions) by state.", labels=["state"]
+        )
+        counts = dict.fromkeys(SHARD_STATES, 0)
+        for shard in shards:
+            counts[shard.state.value] += 1
+        for state, n in counts.items():
+            states.add_metric([state], n)
+        yield states
+        per_shard = GaugeMetricFamily(
+            "kaflet_coordinator_partition_load_seconds",
+            "Time to load each coordinator shard from its __consumer_offsets partition at start-up.",
+            labels=["partition"],
+        )
+        for shard in shards:
+            if shard.state.value != "loading":
+                per_shard.add_metric([str(shard.partition)], shard.load_ms / 1000)
+        yield per_shard
+        total = GaugeMetricFamily(
+            "kaflet_coordinator_load_seconds", "Time to load every coordinator shard at start-up (0 until all are loaded)."
+        )
+        total.add_metric([], (coordinator.load_ms / 1000) if coordinator is not None else 0.0)
+        yield total
