@@ -178,7 +178,13 @@ def test_confluent_kafka_commits_reads_lists_and_describes(broker_proc: Callable
 
 def kp_consumer(bp: BrokerProcess, group: str, **conf: Any) -> KafkaConsumer:
     settings = {"group_id": group, "client_id": f"{group}-client", "auto_offset_reset": "earliest", "enable_auto_commit": False}
-    return KafkaConsumer(bootstrap_servers=bp.bootstrap, **{**settings, **conf})
+    consumer = KafkaConsumer(bootstrap_servers=bp.bootstrap, **{**settings, **conf})
+    # kafka-python 3.0.12 sometimes stops (no heartbeat, no OffsetFetch, every request answered)
+    # when its first join is followed at once by the leader's rejoin for new topic metadata, a
+    # sequence a 0 ms group.initial.rebalance.delay.ms makes likely. Knowing the topics before
+    # subscribing makes the first assignment final.
+    consumer.topics()
+    return consumer
 
 
 def kp_consume_all(consumer: KafkaConsumer) -> None:
