@@ -287,6 +287,10 @@ def run_kafka_python(spec: dict[str, Any], out: Reporter, commands: Commands) ->
             out.emit("lost", parts=parts(lost))
 
     consumer.subscribe(spec["topics"], listener=Listener())
+    # A metadata response after subscribe() fills kafka-python's metadata snapshot before the
+    # first join. Without it the leader assigns against an empty snapshot and rejoins as soon as
+    # metadata arrives: a rebalance no user caused, and kafka-python 3.0.12 can stall in it.
+    consumer.topics()
     out.emit("started")
     while follow(commands, out):
         try:
