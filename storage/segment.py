@@ -53,7 +53,6 @@ class Segment:
         self.fd = os.open(self.log_path, flags, 0o644)
         st = os.fstat(self.fd)
         self.size = st.st_size
-        self.mtime_ms = int(st.st_mtime * 1000)
         self.created_ms = int(time.time() * 1000)
         self.flushed_size = self.size
         self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
@@ -71,6 +70,12 @@ class Segment:
 
     def __repr__(self) -> str:
         return f"Segment({self.log_path.name}, size={self.size})"
+
+    @property
+    def mtime_ms(self) -> int:
+        """The log file's last-modified time, read afresh as Kafka's LogSegment.lastModified is."""
+        st = os.fstat(self.fd) if self.fd >= 0 else os.stat(self.log_path)
+        return int(st.st_mtime * 1000)
 
     # -- indexes --------------------------------------------------------------------------
 

@@ -87,6 +87,14 @@ def list_offsets(topic: str, partition: int, timestamp: int, *, version: int = 8
     )
 
 
+def list_offsets_v0(topic: str, partition: int, timestamp: int, max_num_offsets: int) -> Any:
+    return ListOffsetsRequest(
+        version=0,
+        replica_id=-1,
+        topics=[_LT(name=topic, partitions=[_LP(partition_index=partition, timestamp=timestamp, max_num_offsets=max_num_offsets)])],
+    )
+
+
 def offset_for_leader_epoch(topic: str, partition: int, leader_epoch: int, current: int = -1, version: int = 4) -> Any:
     t = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
     return OffsetForLeaderEpochRequest(
