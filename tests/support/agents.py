@@ -25,6 +25,8 @@ from typing import Any
 from confluent_kafka import ConsumerGroupState, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from tests.support.waiting import wait_until
+
 TP = tuple[str, int]
 LIBS = ("confluent", "kafka-python", "aiokafka")
 REPO = Path(__file__).resolve().parents[2]
@@ -166,25 +168,25 @@ def describe(admin: AdminClient, group: str) -> Any:
 def wait_group(admin: AdminClient, group: str, members: list[Agent], partitions: set[TP], timeout: float = 90.0) -> dict[str, set[TP]]:
     """Wait until the group is Stable with exactly `members`, who own `partitions` once each, as
     the broker describes it and as each agent sees it. Returns each agent's partitions by name."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
+    last: list[Any] = [None]
+
+    def settled() -> dict[str, set[TP]] | None:
         try:
-            last = describe(admin, group)
+            last[0] = describe(admin, group)
         except KafkaException as exc:
-            last = exc
-        settled = _settled(last, members, partitions)
-        if settled is not None:
-            return settled
-        for agent in members:
-            if not agent.alive:
-                raise AssertionError(f"{agent.name} exited\n{agent.tail()}")
-        if time.monotonic() > deadline:
-            tails = "\n".join(a.tail() for a in members)
-            raise AssertionError(
-                f"group {group} did not settle over {[a.name for a in members]} within {timeout}s: {_render(last)}\n{tails}"
-            )
-        time.sleep(0.1)
+            last[0] = exc
+        result = _settled(last[0], members, partitions)
+        if result is None:
+            for agent in members:
+                if not agent.alive:
+                    raise AssertionError(f"{agent.name} exited\n{agent.tail()}")
+        return result
+
+    def failure() -> str:
+        tails = "\n".join(a.tail() for a in members)
+        return f"group {group} to settle over {[a.name for a in members]}: {_render(last[0])}\n{tails}"
+
+    return wait_until(settled, timeout=timeout, interval=0.1, message=failure)
 
 
 def _settled(description: Any, members: list[Agent], partitions: set[TP]) -> dict[str, set[TP]] | None:

@@ -10,15 +10,18 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, message: str = "condition") -> T:
-    """Poll `predicate` until it returns something truthy, or fail after `timeout` seconds."""
+def wait_until(
+    predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.02, message: str | Callable[[], str] = "condition"
+) -> T:
+    """Poll `predicate` until it returns something truthy, or fail after `timeout` seconds.
+    `message` may be a callable, to describe the state at the moment of failure."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {message() if callable(message) else message}")
         time.sleep(interval)
 
 
