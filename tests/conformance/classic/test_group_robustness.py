@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from tests.support.classic import NONE, NOT_COORDINATOR, GroupEnv, settle
+from tests.support.classic import NONE, NOT_COORDINATOR, GroupEnv
 from tests.support.groups import subscription
 
 
