@@ -14,7 +14,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support.procs import BrokerProcess
+from broker.embed import BrokerProcess
 from tests.support.waiting import wait_until
 
 
