@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 #   installed without recommended packages and its service is never started (see apt-deps).
 APT_PACKAGES := kcat prometheus
 
-.PHONY: run test test-fast bench lint apt-deps clean
+.PHONY: run test test-fast bench lint apt-deps java clean
 
 # kaflet needs Python 3.11 or newer: say so before anything is created.
 define CHECK_PYTHON
@@ -38,7 +38,7 @@ endef
 
 # Byte-compile kaflet's own modules: editable installs are not compiled, and where
 # PYTHONDONTWRITEBYTECODE is set every start would compile them from source again.
-COMPILE := $(BIN)/python -m compileall -q broker protocol storage
+COMPILE := $(BIN)/python -m compileall -q broker protocol storage pipeline
 
 # An editable install in "compat" mode puts the checkout on sys.path with one .pth line;
 # the default mode's import finder costs every start ~30 ms (a tenth of kaflet's start-up).
@@ -53,7 +53,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(CHECK_VENV)
-	$(BIN)/python -m pip install -q -e '.[test]' $(EDITABLE) || $(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,pipeline]' $(EDITABLE) || $(BIN)/python -m pip install -q -e '.[test,pipeline]'
 	$(COMPILE)
 	touch $@ $(VENV)/.installed
 
@@ -69,17 +69,22 @@ apt-deps:
 	  policy=""; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=1; \
 	    printf '#!/bin/sh\n# kaflet make apt-deps: start no service\nexit 101\n' | $(SUDO) tee /usr/sbin/policy-rc.d >/dev/null; \
 	    $(SUDO) chmod 755 /usr/sbin/policy-rc.d; fi; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; status=$$?; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $$missing; status=$$?; \
 	  if [ -n "$$policy" ]; then $(SUDO) rm -f /usr/sbin/policy-rc.d; fi; exit $$status; fi
 
-test: $(VENV)/.installed-test apt-deps
+# Spark (the pipeline's tests and bench) needs a Java 17+ runtime; any java on PATH serves.
+java:
+	@java -version >/dev/null 2>&1 || { echo "installing a Java runtime for Spark"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends openjdk-17-jre-headless; }
+
+test: $(VENV)/.installed-test apt-deps java
 	$(BIN)/python -m pytest -q
 
 # The quick loop while editing: codecs, storage and the coordinator's rules, about a minute.
 test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q tests/unit tests/conformance
 
-bench: $(VENV)/.installed-test
+bench: $(VENV)/.installed-test java
 	@$(COMPILE)
 	$(BIN)/python -m bench
 
