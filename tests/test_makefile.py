@@ -60,7 +60,7 @@ def test_a_venv_that_fails_half_way_is_removed(tmp_path: Path) -> None:
 
 def test_debian_packages_come_without_recommends_and_start_no_service() -> None:
     recipe = make("-n", "apt-deps").stdout
-    assert "apt-get install -y -qq --no-install-recommends" in recipe
+    assert "install -y -qq --no-install-recommends" in recipe
     assert "policy-rc.d" in recipe and "exit 101" in recipe
 
 
