@@ -30,6 +30,14 @@ def _opt(default: Any, help: str, type: Any = None, choices: tuple[str, ...] | N
     return field(default=default, metadata={"help": help, "type": type, "choices": choices})
 
 
+# Where kaflet's default differs from Kafka's for development's sake: field name -> Kafka's value.
+# `--kafka-defaults` applies these to every field not set explicitly.
+KAFKA_DEFAULTS: dict[str, Any] = {
+    "group_initial_rebalance_delay_ms": 3000,
+    "group_consumer_heartbeat_interval_ms": 5000,
+}
+
+
 @dataclass
 class Config:
     """Every setting of a broker. Field names map to `--field-name` and `KAFLET_FIELD_NAME`."""
@@ -66,6 +74,17 @@ class Config:
     offsets_topic_segment_bytes: int = _opt(100 * MIB, "offsets.topic.segment.bytes")
     offsets_delete_retention_ms: int = _opt(86_400_000, "delete.retention.ms of __consumer_offsets")
     offsets_compaction_interval_ms: int = _opt(60_000, "how often __consumer_offsets is compacted")
+    # KIP-848 consumer groups (issue 12; names follow Kafka's group.consumer.* broker configs).
+    group_consumer_session_timeout_ms: int = _opt(45_000, "group.consumer.session.timeout.ms")
+    group_consumer_heartbeat_interval_ms: int = _opt(
+        250, "group.consumer.heartbeat.interval.ms (Kafka: 5000; kaflet's default makes reconciliation steps fast)"
+    )
+    group_consumer_max_size: int = _opt(2_147_483_647, "group.consumer.max.size")
+    group_consumer_assignors: str = _opt("uniform,range", "group.consumer.assignors: server-side assignors by name, the first the default")
+    group_consumer_migration_policy: str = _opt(
+        "bidirectional", "group.consumer.migration.policy", None, ("bidirectional", "upgrade", "downgrade", "disabled")
+    )
+    kafka_defaults: bool = _opt(False, "use Kafka's defaults wherever kaflet's differ for development (KAFKA_DEFAULTS)", _bool)
     # Observability.
     metrics_host: str = _opt("127.0.0.1", "Prometheus endpoint address")
     metrics_port: int = _opt(9644, "Prometheus endpoint port (0 picks a free one; the ready line names it)")
@@ -110,6 +129,9 @@ class Config:
                         raise SystemExit(f"KAFLET_{f.name.upper()}={raw!r}: {exc}") from exc
             if value is not None:
                 values[f.name] = value
+        if values.get("kafka_defaults"):
+            for name, value in KAFKA_DEFAULTS.items():
+                values.setdefault(name, value)
         config = cls(**values)
         config.validate()
         return config
@@ -125,6 +147,27 @@ class Config:
             raise ValueError("--port must be between 0 and 65535")
         if not 0 <= self.metrics_port <= 65535:
             raise ValueError("--metrics-port must be between 0 and 65535")
+        self._validate_consumer_groups()
+
+    def _validate_consumer_groups(self) -> None:
+        """Kafka's start-up checks of the group.consumer.* configs."""
+        if self.group_consumer_session_timeout_ms < 1:
+            raise ValueError("--group-consumer-session-timeout-ms must be at least 1")
+        if self.group_consumer_heartbeat_interval_ms < 1:
+            raise ValueError("--group-consumer-heartbeat-interval-ms must be at least 1")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ValueError("--group-consumer-heartbeat-interval-ms must be less than --group-consumer-session-timeout-ms")
+        if self.group_consumer_max_size < 1:
+            raise ValueError("--group-consumer-max-size must be at least 1")
+        names = [n.strip() for n in self.group_consumer_assignors.split(",") if n.strip()]
+        if not names:
+            raise ValueError("--group-consumer-assignors must name at least one assignor")
+        from broker.coordinator import assignors
+
+        unknown = [n for n in names if n not in assignors.names()]
+        if unknown:
+            raise ValueError(f"--group-consumer-assignors: unknown assignor(s) {', '.join(unknown)}; known: {', '.join(assignors.names())}")
+        self.group_consumer_assignors = ",".join(names)
 
 
 def _field_type(f: Any) -> Any:
