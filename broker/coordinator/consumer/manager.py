@@ -310,6 +310,7 @@ class ConsumerGroupManager:
         if joining and member_id not in group.members and replaced is None:
             log.info("member joined", group=group.group_id, member=member_id, instance_id=req.instance_id, protocol="consumer")
 
+        before = member.copy()  # replay updates the live member in place
         updated = member.copy()
         if req.instance_id is not None:
             updated.instance_id = req.instance_id
@@ -372,12 +373,12 @@ class ConsumerGroupManager:
 
         was_stable = group.state == ConsumerGroupState.STABLE
         waiter = self.shard.write(records) if records else None
-        self._after_write(group, member, reconciled, group_epoch, was_stable)
+        self._after_write(group, before, reconciled, group_epoch, was_stable)
         self._schedule_session(group.group_id, reconciled.member_id)
 
         full = joining or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.topic_partitions is not None)
         result = HeartbeatResult(reconciled.member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group.group_id))
-        if full or reconciled.assigned != member.assigned:
+        if full or reconciled.assigned != before.assigned:
             result.assignment = reconciled.assigned
         return result, waiter
 
