@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 APT_PACKAGES := kcat prometheus
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: run test bench lint apt-deps clean
+.PHONY: run test bench lint apt-deps java clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -13,7 +13,7 @@ $(BIN)/python:
 
 # Byte-compile kaflet's own modules: editable installs are not compiled, and where
 # PYTHONDONTWRITEBYTECODE is set every start would compile them from source again.
-COMPILE := $(BIN)/python -m compileall -q broker protocol storage
+COMPILE := $(BIN)/python -m compileall -q broker protocol storage pipeline
 
 # An editable install in "compat" mode puts the checkout on sys.path with one .pth line;
 # the default mode's import finder costs every start ~30 ms (a tenth of kaflet's start-up).
@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]' $(EDITABLE) || $(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,pipeline]' $(EDITABLE) || $(BIN)/python -m pip install -q -e '.[test,pipeline]'
 	$(COMPILE)
 	touch $@ $(VENV)/.installed
 
@@ -39,10 +39,15 @@ apt-deps:
 	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 
-test: $(VENV)/.installed-test apt-deps
+# Spark (the pipeline's tests and bench) needs a Java 17+ runtime; any java on PATH serves.
+java:
+	@java -version >/dev/null 2>&1 || { echo "installing a Java runtime for Spark"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends openjdk-17-jre-headless; }
+
+test: $(VENV)/.installed-test apt-deps java
 	$(BIN)/python -m pytest -q
 
-bench: $(VENV)/.installed-test
+bench: $(VENV)/.installed-test java
 	@$(COMPILE)
 	$(BIN)/python -m bench
 

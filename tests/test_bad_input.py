@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from tests.support.procs import BrokerProcess
+from broker.embed import BrokerProcess
 from tests.support.raw_client import RawClient
 from tests.support.waiting import async_wait_until
 

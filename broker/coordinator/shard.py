@@ -82,6 +82,9 @@ class CoordinatorShard:
 
         self.classic = ClassicRebalancer(self)
         self.consumer = ConsumerGroupManager(self)
+        self.timers.on_failure = lambda group_id, key: self.classic.recover_group(group_id, f"timer {key} failed")
+        faults = service.broker.faults
+        self.timers.before_fire = lambda group_id, key: faults.check_timer(group_id, key) if faults.timer_rules else None
 
     def _reset_state(self) -> None:
         self.groups: dict[str, ClassicGroup] = {}
