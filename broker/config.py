@@ -124,6 +124,11 @@ class Config:
     group_consumer_migration_policy: str = _opt(
         "bidirectional", "group.consumer.migration.policy", None, ("bidirectional", "upgrade", "downgrade", "disabled")
     )
+    # The lag-aware assignor (issue 13): the lag of a partition the group never committed, unless the
+    # group's own `lag.aware.uncommitted` config says otherwise.
+    lag_aware_uncommitted: str = _opt(
+        "earliest", "lag.aware.uncommitted default: earliest (log end - log start) or latest (0)", None, ("earliest", "latest")
+    )
     # Observability.
     metrics_host: str = _opt("127.0.0.1", "Prometheus endpoint address")
     metrics_port: int | None = _opt(
