@@ -149,15 +149,20 @@ class LogManager:
             self.logs[tp] = self._open(topic, tp[1], recovery.get(tp), starts.get(tp, 0), clean)
         if set_aside:
             fsync_dir(self.dir)
+        existing = len(self.logs)
+        if not existing:
+            self.was_clean = True  # a new data dir (or one without logs): nothing to recover
         for tp, topic in wanted.items():
             if tp not in self.logs:
                 self.logs[tp] = self._open(topic, tp[1], None, 0, True)
         if clean:
             marker.unlink()
+        # clean_shutdown only where logs existed to recover: a new data dir had no shutdown at all.
         log.info(
             "logs loaded",
             partitions=len(self.logs),
-            clean_shutdown=clean,
+            existing_partitions=existing,
+            **({"clean_shutdown": clean} if existing else {"new_data": True}),
             load_ms=round((time.monotonic() - t0) * 1000, 1),
         )
 
