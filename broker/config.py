@@ -25,6 +25,10 @@ KAFKA_DEFAULTS: dict[str, Any] = {
     # Kafka waits 3 s for more members before the first generation of a new group; kaflet
     # answers at once, so a lone test consumer is assigned in milliseconds.
     "group_initial_rebalance_delay_ms": 3000,
+    # Kafka's members heartbeat every 5 s, so each reconciliation step (a revocation, then the
+    # grant to the next member) can wait up to 5 s; kaflet's 250 ms makes a group stable in well
+    # under a second (issue 12).
+    "group_consumer_heartbeat_interval_ms": 5000,
 }
 
 # The port of the metrics endpoint when none is given: `kaflet serve` binds this one, an
@@ -112,6 +116,14 @@ class Config:
     offsets_topic_segment_bytes: int = _opt(100 * MIB, "offsets.topic.segment.bytes")
     offsets_delete_retention_ms: int = _opt(86_400_000, "delete.retention.ms of __consumer_offsets")
     offsets_compaction_interval_ms: int = _opt(60_000, "how often __consumer_offsets is compacted")
+    # KIP-848 consumer groups (issue 12; names follow Kafka's group.consumer.* broker configs).
+    group_consumer_session_timeout_ms: int = _opt(45_000, "group.consumer.session.timeout.ms")
+    group_consumer_heartbeat_interval_ms: int = _opt(250, "group.consumer.heartbeat.interval.ms (Kafka: 5000)")
+    group_consumer_max_size: int = _opt(2_147_483_647, "group.consumer.max.size")
+    group_consumer_assignors: str = _opt("uniform,range", "group.consumer.assignors: server-side assignors by name, the first the default")
+    group_consumer_migration_policy: str = _opt(
+        "bidirectional", "group.consumer.migration.policy", None, ("bidirectional", "upgrade", "downgrade", "disabled")
+    )
     # Observability.
     metrics_host: str = _opt("127.0.0.1", "Prometheus endpoint address")
     metrics_port: int | None = _opt(
@@ -196,6 +208,30 @@ class Config:
             raise ConfigError(f"{names('port')} must be between 0 and 65535")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"{names('metrics_port')} must be between 0 and 65535")
+        self._validate_consumer_groups()
+
+    def _validate_consumer_groups(self) -> None:
+        """Kafka's start-up checks of the group.consumer.* configs."""
+        if self.group_consumer_session_timeout_ms < 1:
+            raise ConfigError(f"{names('group_consumer_session_timeout_ms')} must be at least 1")
+        if self.group_consumer_heartbeat_interval_ms < 1:
+            raise ConfigError(f"{names('group_consumer_heartbeat_interval_ms')} must be at least 1")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ConfigError(
+                f"{names('group_consumer_heartbeat_interval_ms')} must be less than {names('group_consumer_session_timeout_ms')}"
+            )
+        if self.group_consumer_max_size < 1:
+            raise ConfigError(f"{names('group_consumer_max_size')} must be at least 1")
+        listed = [n.strip() for n in self.group_consumer_assignors.split(",") if n.strip()]
+        from broker.coordinator import assignors
+
+        unknown = [n for n in listed if n not in assignors.names()]
+        if not listed or unknown:
+            raise ConfigError(
+                f"{names('group_consumer_assignors')} must list assignors among {', '.join(assignors.names())}"
+                + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+            )
+        self.group_consumer_assignors = ",".join(listed)
 
 
 def convert(name: str, raw: str, source: str) -> Any:

@@ -63,12 +63,28 @@ class FaultInjector:
         self.rules: list[Fault] = []
         self.append_rules: list[AppendFault] = []
         self.timer_rules: list[TimerFault] = []
+        self.rename_rules: list[AppendFault] = []
 
     def fail_timers(self, group: str, count: int | None = 1) -> TimerFault:
         """Make the next `count` coordinator timer callbacks of `group` raise (a coordinator bug)."""
         rule = TimerFault(group, count)
         self.timer_rules.append(rule)
         return rule
+
+    def fail_renames(self, topic: str, count: int | None = 1) -> AppendFault:
+        """Make renaming `topic`'s partition directories aside (topic deletion) fail with an I/O error."""
+        rule = AppendFault(topic, None, count)
+        self.rename_rules.append(rule)
+        return rule
+
+    def check_rename(self, directory: Any) -> None:
+        """Raise the injected OSError if a rename rule matches this partition directory."""
+        for rule in self.rename_rules:
+            if directory.name.rpartition("-")[0] == rule.topic:
+                rule.hits += 1
+                if rule.count is not None and rule.hits >= rule.count:
+                    self.rename_rules.remove(rule)
+                raise OSError(errno.EIO, f"injected I/O error renaming {directory.name}")
 
     def check_timer(self, group: str | None, key: str) -> None:
         """Raise the injected error if a timer rule matches this group's firing timer."""
@@ -108,6 +124,7 @@ class FaultInjector:
         self.rules.clear()
         self.append_rules.clear()
         self.timer_rules.clear()
+        self.rename_rules.clear()
 
 
 def match(broker: Broker, ctx: RequestContext, request: Any) -> Fault | None:

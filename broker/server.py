@@ -111,7 +111,9 @@ class Broker:
             retention_check_interval_ms=self.config.log_retention_check_interval_ms,
             compaction_interval_ms=self.config.offsets_compaction_interval_ms,
         )
-        self.logs.load(self.topics.topics.values())
+        self.logs.before_rename = self.faults.check_rename
+        self.logs.load(self.topics.topics.values(), self.topics.deleting)
+        self.topics.deletions_finished()
         self.logs.subscribe(self.topics)
         await self.logs.start()
         from broker.coordinator.service import GroupCoordinator

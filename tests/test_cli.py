@@ -69,7 +69,7 @@ def test_python_dash_m_broker_keeps_serving_without_arguments(tmp_path: Path) ->
 
 def _help_texts() -> str:
     """`--help` of every command and of every sub-command argparse lists in its usage line."""
-    texts = []
+    texts = [run("--help").stdout]
     for command in COMMANDS:
         top = run(command.name, "--help")
         assert top.returncode == 0, top.stderr
@@ -223,7 +223,8 @@ def test_kafka_defaults_restores_kafkas_values_and_the_ready_line_says_so(tmp_pa
 
 
 def test_kafka_defaults_leaves_what_was_set_explicitly(tmp_path: Path) -> None:
-    bp = BrokerProcess(tmp_path / "d", "--group-initial-rebalance-delay-ms", "0", env={"KAFLET_KAFKA_DEFAULTS": "true"}).start()
+    explicit = ["--group-initial-rebalance-delay-ms", "0", "--group-consumer-heartbeat-interval-ms", "250"]
+    bp = BrokerProcess(tmp_path / "d", *explicit, env={"KAFLET_KAFKA_DEFAULTS": "true"}).start()
     try:
         assert bp.wait_for(lambda r: r.get("event") == "broker ready")["kafka_defaults"] == {}
         assert _rebalance_delay(bp.bootstrap) == "0"

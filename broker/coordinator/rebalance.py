@@ -80,6 +80,18 @@ class ClassicRebalancer:
         """JG-3..JG-19. The future completes now (errors, MEMBER_ID_REQUIRED, no-op rejoins) or when parked."""
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         groups = self.shard.groups
+        consumer_group = self.shard.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty:
+                # KM-3 (classic members served inside a consumer group) is not implemented yet.
+                fut.set_result(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
+                return fut
+            # An empty consumer group becomes a classic group (KM-1: always allowed); its offsets stay.
+            try:
+                self.shard.write(self.shard.consumer.group_tombstones(consumer_group))
+            except CoordinatorError as exc:
+                fut.set_result(JoinResult(map_append_error(exc.code), member_id=req.member_id))
+                return fut
         group = groups.get(req.group_id)
         unknown = req.member_id == ""
         is_new_group = group is None
