@@ -71,6 +71,11 @@ class Config:
     metrics_port: int = _opt(9644, "Prometheus endpoint port (0 picks a free one; the ready line names it)")
     metrics: bool = _opt(True, "serve /metrics, /healthz and /readyz (--no-metrics turns it off)", _bool)
     group_metrics: bool = _opt(True, "export per-group series (off for very many groups)", _bool)
+    # Resource limits (issue 11; Kafka's names, see broker/network/limits.py).
+    max_connections: int = _opt(2_147_483_647, "max.connections: connections beyond it are refused")
+    max_connections_per_ip: int = _opt(2_147_483_647, "max.connections.per.ip: connections from one address beyond it are refused")
+    queued_max_request_bytes: int = _opt(-1, "queued.max.request.bytes: stop reading requests while more are in flight (-1: no limit)")
+    request_read_timeout_ms: int = _opt(30_000, "close a connection whose started request frame has not arrived within this (0: never)")
 
     @classmethod
     def option_names(cls) -> list[str]:
@@ -125,6 +130,12 @@ class Config:
             raise ValueError("--port must be between 0 and 65535")
         if not 0 <= self.metrics_port <= 65535:
             raise ValueError("--metrics-port must be between 0 and 65535")
+        if self.max_connections < 0 or self.max_connections_per_ip < 0:
+            raise ValueError("--max-connections and --max-connections-per-ip must be at least 0")
+        if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
+            raise ValueError("--queued-max-request-bytes must be -1 (no limit) or positive")
+        if self.request_read_timeout_ms < 0:
+            raise ValueError("--request-read-timeout-ms must be at least 0")
 
 
 def _field_type(f: Any) -> Any:
