@@ -122,12 +122,97 @@ def list_groups(args: argparse.Namespace, admin: Any) -> Result:
     return Result({"groups": rows}, text)
 
 
+def _consumer_describe(admin: Any, group_ids: list[str]) -> dict[str, Any]:
+    """ConsumerGroupDescribe (KIP-848) for each group, from its coordinator: group id -> the
+    described group, for the groups that are consumer groups (others answer GROUP_ID_NOT_FOUND)."""
+    from protocol.kip848 import ConsumerGroupDescribeRequest
+
+    async def run() -> dict[str, Any]:
+        by_node: dict[int, list[str]] = {}
+        for group_id, node in (await admin._find_coordinator_ids(group_ids)).items():
+            by_node.setdefault(node, []).append(group_id)
+        out: dict[str, Any] = {}
+        for node, ids in by_node.items():
+            request = ConsumerGroupDescribeRequest(version=0, group_ids=ids, include_authorized_operations=False)
+            response = await admin._manager.send(request, node_id=node)
+            out.update({g.group_id: g for g in response.groups if g.error_code == 0})
+        return out
+
+    return dict(admin._manager.run(run))
+
+
+def _parts(assignment: Any) -> list[dict[str, Any]]:
+    return [
+        {"topic": tp.topic_name, "partitions": sorted(tp.partitions)}
+        for tp in sorted(assignment.topic_partitions, key=lambda t: t.topic_name)
+    ]
+
+
+def _render_parts(parts: list[dict[str, Any]]) -> str:
+    return " ".join(f"{a['topic']}:{','.join(map(str, a['partitions']))}" for a in parts) or "-"
+
+
+def _describe_consumer_group(d: Any) -> tuple[dict[str, Any], str]:
+    """A KIP-848 group: its epochs, assignor, and each member's epoch, current and target assignment."""
+    members = [
+        {
+            "member_id": m.member_id,
+            "instance_id": m.instance_id,
+            "client_id": m.client_id,
+            "host": m.client_host,
+            "member_epoch": m.member_epoch,
+            "subscribed_topics": list(m.subscribed_topic_names),
+            "subscribed_regex": m.subscribed_topic_regex or None,
+            "assignment": _parts(m.assignment),
+            "target_assignment": _parts(m.target_assignment),
+        }
+        for m in d.members
+    ]
+    out = {
+        "group": d.group_id,
+        "exists": True,
+        "type": "consumer",
+        "state": d.group_state,
+        "group_epoch": d.group_epoch,
+        "assignment_epoch": d.assignment_epoch,
+        "assignor": d.assignor_name,
+        "protocol_type": "consumer",
+        "members": members,
+    }
+    head = (
+        f"Group: {d.group_id}\tType: consumer\tState: {d.group_state}\tGroupEpoch: {d.group_epoch}"
+        f"\tAssignmentEpoch: {d.assignment_epoch}\tAssignor: {d.assignor_name}"
+    )
+    rows = [
+        [
+            d.group_id,
+            m["member_id"],
+            m["instance_id"],
+            m["client_id"],
+            m["host"],
+            m["member_epoch"],
+            _render_parts(m["assignment"]),
+            _render_parts(m["target_assignment"]),
+        ]
+        for m in members
+    ]
+    headers = ["GROUP", "MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT"]
+    return out, head + "\n" + table(headers, rows)
+
+
 def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
-    described = _describe(admin, args.groups)
+    consumer_groups = _consumer_describe(admin, args.groups)
+    classic_ids = [g for g in args.groups if g not in consumer_groups]
+    described = _describe(admin, classic_ids) if classic_ids else {}
     out = []
     errors = []
     blocks = []
     for group_id in args.groups:
+        if group_id in consumer_groups:
+            summary, block = _describe_consumer_group(consumer_groups[group_id])
+            out.append(summary)
+            blocks.append(block)
+            continue
         d = described[group_id]
         exists = d["group_state"] != "Dead"
         if not exists:
@@ -137,6 +222,7 @@ def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
             {
                 "group": group_id,
                 "exists": exists,
+                "type": "classic",
                 "state": d["group_state"],
                 "protocol_type": d["protocol_type"],
                 "protocol": d["protocol_data"],

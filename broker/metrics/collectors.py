@@ -9,8 +9,12 @@ Names follow Prometheus conventions; where Kafka has an equivalent it is named a
   kaflet_connections_refused_total{reason}: connections refused by max.connections or
   max.connections.per.ip; kaflet_queued_request_bytes: the queued.max.request.bytes pool in use
   (counted only while that limit is set), Kafka's MemoryPoolAvailable seen from the other side;
-- kaflet_groups{protocol}, kaflet_classic_groups{state}: group-coordinator-metrics group-count
-  and classic-group-count (kaflet holds classic groups only; consumer counts 0);
+- kaflet_groups{protocol}, kaflet_classic_groups{state}, kaflet_consumer_groups{state}:
+  group-coordinator-metrics group-count, classic-group-count and consumer-group-count;
+- kaflet_consumer_group_heartbeats_total, kaflet_consumer_group_rebalances_total (group epoch
+  bumps: Kafka's consumer-group-rebalance-count), kaflet_consumer_group_members_fenced_total
+  (session and rebalance timeouts), kaflet_consumer_group_reconciliations_total (groups reaching
+  Stable);
 - kaflet_group_rebalances_total, kaflet_group_rebalance_duration_seconds:
   group-completed-rebalance-count, and how long each took (PreparingRebalance to Stable);
 - kaflet_offset_commits_total, _expirations_total, _deletions_total, kaflet_committed_offsets:
@@ -119,16 +123,25 @@ class KafletCollector(Collector):
         service = self.service
         coordinator = service.broker.coordinator
         states = dict.fromkeys(GroupState, 0)
+        consumer_states = dict.fromkeys(("Empty", "Assigning", "Reconciling", "Stable"), 0)
         committed = 0
         if coordinator is not None:
             for shard in coordinator.active_shards():
                 committed += shard.offsets.count
                 for group in shard.groups.values():
                     states[group.state] += 1
+                for cgroup in shard.consumer_groups.values():
+                    consumer_states[cgroup.state] += 1
         groups = GaugeMetricFamily("kaflet_groups", "Groups held, by protocol (Kafka's group-count).", labels=["protocol"])
         groups.add_metric(["classic"], sum(states.values()))
-        groups.add_metric(["consumer"], 0)
+        groups.add_metric(["consumer"], sum(consumer_states.values()))
         yield groups
+        consumer = GaugeMetricFamily(
+            "kaflet_consumer_groups", "KIP-848 consumer groups by state (Kafka's consumer-group-count).", labels=["state"]
+        )
+        for cstate, n in consumer_states.items():
+            consumer.add_metric([cstate], n)
+        yield consumer
         classic = GaugeMetricFamily("kaflet_classic_groups", "Classic groups by state (Kafka's classic-group-count).", labels=["state"])
         for state, n in states.items():
             classic.add_metric([state.value], n)
@@ -139,6 +152,22 @@ class KafletCollector(Collector):
             ("kaflet_offset_commits", "offset_commits", "Offsets committed (one per partition)."),
             ("kaflet_offset_expirations", "offset_expirations", "Committed offsets removed by retention."),
             ("kaflet_offset_deletions", "offset_deletions", "Committed offsets deleted (OffsetDelete, deleted topics)."),
+            ("kaflet_consumer_group_heartbeats", "consumer_heartbeats", "ConsumerGroupHeartbeat requests served."),
+            (
+                "kaflet_consumer_group_rebalances",
+                "consumer_epoch_bumps",
+                "Consumer-group epoch bumps (Kafka's consumer-group-rebalance-count).",
+            ),
+            (
+                "kaflet_consumer_group_members_fenced",
+                "consumer_members_fenced",
+                "Consumer-group members fenced by a session or rebalance timeout.",
+            ),
+            (
+                "kaflet_consumer_group_reconciliations",
+                "consumer_reconciliations",
+                "Consumer groups reaching Stable after a reconciliation.",
+            ),
         ):
             counter = CounterMetricFamily(name, text)
             counter.add_metric([], getattr(stats, attr) if stats is not None else 0)

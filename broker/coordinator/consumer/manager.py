@@ -343,17 +343,20 @@ class ConsumerGroupManager:
 
         group_epoch = group.group_epoch
         subscription = group.subscription_metadata
+        refreshed = False
         if bump or regex_changed or group.metadata_refresh:
             members = self._members_view(group, updated, replaced)
             subscription = self._subscription_metadata(group, members)
+            reason = "member subscription changed" if bump else "subscribed topics changed"
             if subscription != group.subscription_metadata:
                 bump = True
                 records.append(self._subscription_record(group.group_id, subscription))
             if bump:
                 group_epoch += 1
                 records.append(self._epoch_record(group.group_id, group_epoch))
-                log.info("group epoch bumped", group=group.group_id, group_epoch=group_epoch, member=updated.member_id)
-            group.metadata_refresh = False
+                log.info("group epoch bumped", group=group.group_id, group_epoch=group_epoch, member=updated.member_id, reason=reason)
+                self.stats.consumer_epoch_bumps += 1
+            refreshed = True
 
         if group_epoch > group.assignment_epoch:
             target = self._update_target(group, group_epoch, updated, replaced, subscription, records)
@@ -373,6 +376,10 @@ class ConsumerGroupManager:
 
         was_stable = group.state == ConsumerGroupState.STABLE
         waiter = self.shard.write(records) if records else None
+        # A new group exists once its records are replayed: from here on, the registered object.
+        group = self.groups.get(group.group_id, group)
+        if refreshed:
+            group.metadata_refresh = False
         self._after_write(group, before, reconciled, group_epoch, was_stable)
         self._schedule_session(group.group_id, reconciled.member_id)
 
@@ -640,6 +647,7 @@ class ConsumerGroupManager:
         waiter = self.shard.write(records)
         self._cancel_timers(group.group_id, member.member_id)
         self.stats.consumer_members_fenced += 1 if reason != "left the group" else 0
+        self.stats.consumer_epoch_bumps += 1
         log.info(
             "group epoch bumped",
             group=group.group_id,
