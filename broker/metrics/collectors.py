@@ -6,6 +6,9 @@ Names follow Prometheus conventions; where Kafka has an equivalent it is named a
   counts once, NONE excluded); kaflet_request_duration_seconds{api}: TotalTimeMs, from taking
   up the frame to writing the answer, parked time included;
 - kaflet_open_connections: kafka.server socket-server connection-count;
+  kaflet_connections_refused_total{reason}: connections refused by max.connections or
+  max.connections.per.ip; kaflet_queued_request_bytes: the queued.max.request.bytes pool in use
+  (counted only while that limit is set), Kafka's MemoryPoolAvailable seen from the other side;
 - kaflet_groups{protocol}, kaflet_classic_groups{state}, kaflet_consumer_groups{state}:
   group-coordinator-metrics group-count, classic-group-count and consumer-group-count;
 - kaflet_consumer_group_heartbeats_total, kaflet_consumer_group_rebalances_total (group epoch
@@ -68,6 +71,19 @@ class KafletCollector(Collector):
         connections = GaugeMetricFamily("kaflet_open_connections", "Client connections open now.")
         connections.add_metric([], len(broker.connections))
         yield connections
+        refused = CounterMetricFamily(
+            "kaflet_connections_refused",
+            "Connections closed at once because max.connections or max.connections.per.ip was reached.",
+            labels=["reason"],
+        )
+        for reason, n in sorted(broker.limits.refused.items()):
+            refused.add_metric([reason], n)
+        yield refused
+        pool = GaugeMetricFamily(
+            "kaflet_queued_request_bytes", "Bytes of complete requests waiting for or being handled (queued.max.request.bytes counts them)."
+        )
+        pool.add_metric([], broker.limits.pool_used)
+        yield pool
         yield from self._groups()
         yield from self._member_lag()
         yield from self._logs()
