@@ -131,6 +131,10 @@ class Config:
     )
     metrics: bool = _opt(True, "serve /metrics, /healthz and /readyz")
     group_metrics: bool = _opt(True, "export per-group series (off for very many groups)")
+    # Corruption at rest (issue 11): not a Kafka setting; Kafka trusts data below its recovery point.
+    verify_on_start: bool = _opt(
+        False, "CRC-check every segment and index at start-up, cut out corrupt batches and rebuild indexes (kaflet check --repair)"
+    )
     # Kafka's defaults (issue 10): KAFKA_DEFAULTS above lists what this restores.
     kafka_defaults: bool = _opt(False, "use Kafka's value for every default kaflet changes (KAFKA_DEFAULTS) unless set explicitly")
     # Not a flag: the fields a user set explicitly (flag or variable), which --kafka-defaults
