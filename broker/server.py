@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
     from broker.metrics.requests import KnownObserver, Observer
     from broker.metrics.service import MetricsService
+    from broker.txn.coordinator import TransactionCoordinator
 
 log = structlog.get_logger("kaflet.broker")
 
@@ -64,6 +65,7 @@ class Broker:
         self.producer_ids: ProducerIdManager
         self.clock = Clock()
         self.coordinator: GroupCoordinator | None = None
+        self.txn: TransactionCoordinator | None = None
         self.metrics: MetricsService | None = None
         # Called by each connection after a response is written (request metrics, debug log),
         # and after a fast-path answer (no request context: api key, version, start time).
@@ -107,6 +109,10 @@ class Broker:
 
         self.coordinator = GroupCoordinator(self)
         self.coordinator.start()
+        from broker.txn.coordinator import TransactionCoordinator
+
+        self.txn = TransactionCoordinator(self)
+        self.txn.start()
         if self.metrics is not None:
             self.metrics.install()
         await self._listen()
@@ -136,6 +142,8 @@ class Broker:
             self._idle_task.cancel()
         for conn in list(self.connections):
             conn.stop_reading()
+        if self.txn is not None:
+            await self.txn.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()  # parked JoinGroup/SyncGroup get NOT_COORDINATOR (CT-6)
         from broker.apis.fetch import wake_parked_fetches
