@@ -266,7 +266,15 @@ class KafkaConnection(asyncio.Protocol):
         if spec.error_response is None:
             raise CloseConnection(f"{spec.name} failed and has no error response")
         ctx.errors = [code]  # counted once when the answer is an encoded body (metrics)
-        return spec.error_response(request, code)
+        try:
+            answer = spec.error_response(request, code)
+            if not isinstance(answer, (bytes, bytearray, memoryview, list)):
+                # Encoded here so that an answer that cannot be written closes the connection
+                # with one warning instead of escaping into the event loop.
+                answer = answer.encode(version=ctx.api_version)
+        except Exception as exc:
+            raise CloseConnection(f"{spec.name} v{ctx.api_version} cannot be answered: {type(exc).__name__}: {exc}") from None
+        return answer
 
     def _respond(self, ctx: RequestContext, spec: ApiSpec, result: Any, resp_flexible: bool) -> None:
         if result is None:

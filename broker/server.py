@@ -24,6 +24,8 @@ from storage.manager import LogManager
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
+    from broker.embed.process import BrokerProcess
+    from broker.embed.thread import BrokerThread
     from broker.metrics.requests import KnownObserver, Observer
     from broker.metrics.service import MetricsService
     from broker.txn.coordinator import TransactionCoordinator
@@ -31,6 +33,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kaflet.broker")
 
 _WILDCARDS = ("", "0.0.0.0", "::")
+
+
+def host_port(host: str, port: int) -> str:
+    """host:port, with an IPv6 address in brackets as clients and URLs write it."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 class Broker:
@@ -43,8 +50,9 @@ class Broker:
     def __init__(self, config: Config | None = None, **overrides: Any) -> None:
         self._temp_dir: str | None = None
         if config is None:
+            # metrics_port stays None: the endpoint binds a free port (see metrics_address)
             self._temp_dir = tempfile.mkdtemp(prefix="kaflet-")
-            config = Config(port=0, metrics=False, data_dir=self._temp_dir)
+            config = Config(port=0, data_dir=self._temp_dir)
         if overrides:
             config = dataclasses.replace(config, **overrides)
         config.validate()
@@ -85,8 +93,11 @@ class Broker:
             self.metrics = MetricsService(self)
             await self.metrics.listen()  # before the data dir: a taken port fails without touching it
         try:
+            await self._bind()  # likewise the listen port
             await self._start(t0)
         except BaseException:
+            for server in self._servers:
+                server.close()
             if self.metrics is not None:
                 await self.metrics.stop()
             raise
@@ -102,7 +113,9 @@ class Broker:
             retention_check_interval_ms=self.config.log_retention_check_interval_ms,
             compaction_interval_ms=self.config.offsets_compaction_interval_ms,
         )
-        self.logs.load(self.topics.topics.values())
+        self.logs.before_rename = self.faults.check_rename
+        self.logs.load(self.topics.topics.values(), self.topics.deleting)
+        self.topics.deletions_finished()
         self.logs.subscribe(self.topics)
         await self.logs.start()
         from broker.coordinator.service import GroupCoordinator
@@ -115,18 +128,20 @@ class Broker:
         self.txn.start()
         if self.metrics is not None:
             self.metrics.install()
-        await self._listen()
+        for server in self._servers:
+            await server.start_serving()
         self.accepting = True
         self._idle_task = asyncio.get_running_loop().create_task(self._close_idle_connections())
         log.info(
             "broker ready",
             bootstrap=self.bootstrap,
-            listen=[f"{h}:{self.bound_port}" for h in self.bound_hosts],
+            listen=[host_port(h, self.bound_port) for h in self.bound_hosts],
             node_id=self.config.node_id,
             cluster_id=self.cluster_id,
             data_dir=str(self.datadir.path),
-            metrics=self.metrics.address if self.metrics is not None else None,
+            metrics=self.metrics_address,
             startup_ms=round((time.monotonic() - t0) * 1000, 1),
+            **({"kafka_defaults": self.config.kafka_defaults_applied()} if self.config.kafka_defaults else {}),
         )
 
     async def stop(self) -> None:
@@ -189,7 +204,8 @@ class Broker:
 
     # -- listening ----------------------------------------------------------------------
 
-    async def _listen(self) -> None:
+    async def _bind(self) -> None:
+        """Bind the listen sockets (not serving yet): a taken port fails before the data dir is touched."""
         loop = asyncio.get_running_loop()
         host = self.config.host
         hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
@@ -197,7 +213,7 @@ class Broker:
         for i, h in enumerate(hosts):
             try:
                 server = await loop.create_server(
-                    lambda: KafkaConnection(self), host=h or None, port=port, reuse_address=True, backlog=1024
+                    lambda: KafkaConnection(self), host=h or None, port=port, reuse_address=True, backlog=1024, start_serving=False
                 )
             except OSError as exc:
                 if i == 0:
@@ -222,7 +238,31 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.advertised_host}:{self.advertised_port}"
+        """host:port for clients' bootstrap.servers (an IPv6 host in brackets: [::1]:9092)."""
+        return host_port(self.advertised_host, self.advertised_port)
+
+    @property
+    def metrics_address(self) -> str | None:
+        """host:port of the metrics endpoint once started (None with metrics off). Without a
+        configured metrics_port an embedded broker binds a free port, so it never collides."""
+        return self.metrics.address if self.metrics is not None else None
+
+    # -- embedding from synchronous code --------------------------------------------------
+
+    @classmethod
+    def in_thread(cls, config: Config | None = None, **overrides: Any) -> BrokerThread:
+        """A broker on its own event loop in a background thread: `with Broker.in_thread() as b:`
+        serves on `b.bootstrap` while synchronous code (or another event loop) runs clients."""
+        from broker.embed.thread import BrokerThread
+
+        return BrokerThread(config, **overrides)
+
+    @classmethod
+    def in_subprocess(cls, *args: str, data_dir: str | None = None, env: dict[str, str] | None = None) -> BrokerProcess:
+        """A `kaflet serve` child process: `with Broker.in_subprocess("--default-partitions", "3") as b:`."""
+        from broker.embed.process import BrokerProcess
+
+        return BrokerProcess(data_dir, *args, env=env)
 
     @property
     def cluster_id(self) -> str:

@@ -89,6 +89,30 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+MAX_DIR_NAME = 255  # bytes of a file name on every file system kaflet runs on
+
+
+def renamed_dir_name(topic: str, partition: int, suffix: str) -> str:
+    """`<topic>-<partition>.<unique id><suffix>` for a directory set aside (`-delete`, `-stray`),
+    with the topic cut so the name fits 255 bytes, as Kafka's LocalLog names them: a legal
+    topic name (up to 249 characters) plus the suffix would not fit otherwise."""
+    tail = f"-{partition}.{uuid.uuid4().hex}{suffix}"
+    return topic[: max(0, MAX_DIR_NAME - len(tail))] + tail
+
+
+def read_topic_id(directory: Path) -> str | None:
+    """The topic id (Kafka's base64 form) in a partition directory's partition.metadata, if any."""
+    try:
+        text = (directory / "partition.metadata").read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "topic_id":
+            return value.strip()
+    return None
+
+
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     topic, sep, part = name.rpartition("-")
     if not sep or not topic or not part.isdigit():

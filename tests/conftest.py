@@ -11,9 +11,8 @@ import uvloop
 
 from broker import Broker, Config
 from broker import logging as kaflet_logging
-from tests.support.procs import BrokerProcess
+from broker.embed import BrokerProcess, BrokerThread
 from tests.support.raw_client import RawClient
-from tests.support.threaded import BrokerThread
 
 kaflet_logging.configure("json", "warning")
 

@@ -2,6 +2,7 @@
 
 from broker.apis import (  # noqa: F401
     api_versions,
+    consumer_groups,
     create_partitions,
     create_topics,
     delete_records,

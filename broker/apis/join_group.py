@@ -43,6 +43,16 @@ def _error(request: Any, code: ErrorCode) -> Any:
     return encode(request.version, JoinResult(code))
 
 
+def _protocol_set(protocols: Any) -> list[tuple[str, bytes]]:
+    """A member's protocols as a set of names in the order given, each with its first
+    metadata: a name listed twice counts once (Kafka's group counts supported protocols by name)."""
+    seen: dict[str, bytes] = {}
+    for p in protocols:
+        if p.name not in seen:
+            seen[p.name] = bytes(p.metadata)
+    return list(seen.items())
+
+
 @api(ApiKey.JOIN_GROUP, 0, 9, error_response=_error)
 def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
@@ -63,7 +73,7 @@ def handle_join_group(ctx: RequestContext, request: Any) -> Any:
         session_timeout_ms=session,
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else session,  # JG-2
         protocol_type=request.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        protocols=_protocol_set(request.protocols),
         reason=request.reason if version >= 8 else None,
         client_id=ctx.client_id or "",
         client_host=ctx.client_host,

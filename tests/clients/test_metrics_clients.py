@@ -14,8 +14,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 
+from broker.embed import BrokerThread
 from tests.support.metrics import Scrape, scrape
-from tests.support.threaded import BrokerThread
 from tests.support.waiting import wait_until
 
 TOPIC = "metrics-t"

@@ -53,8 +53,8 @@ async def _setup(broker: Broker, raw: Any) -> RawClient:
 async def test_TX_1_group_id_and_unknown_partitions(broker: Broker, raw: Any) -> None:
     client = await _setup(broker, raw)
     p = await _producer(broker, client, "tx1", "tx1-group")
-    for group in ("", None):
-        assert await p.commit_offsets(group, {("t", 0): 1}) == {("t", 0): INVALID_GROUP_ID}  # type: ignore[arg-type]
+    # (a null group id is not even decoded: the field is not nullable, and the connection closes)
+    assert await p.commit_offsets("", {("t", 0): 1}) == {("t", 0): INVALID_GROUP_ID}
     assert await p.commit_offsets("tx1-group", {("t", 0): 1, ("t", 9): 1, ("nope", 0): 1}) == {
         ("t", 0): NONE,
         ("t", 9): UNKNOWN_TOPIC_OR_PARTITION,

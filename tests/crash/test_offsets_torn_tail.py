@@ -8,10 +8,10 @@ from pathlib import Path
 
 from kafka.protocol.metadata import MetadataRequest
 
+from broker.embed import BrokerProcess
 from protocol import records as rec
 from protocol.javahash import partition_for
 from tests.support import groups as g
-from tests.support.procs import BrokerProcess
 from tests.support.raw_client import RawClient
 
 PARTITIONS = 5  # the broker_proc fixture's --offsets-partitions

@@ -28,9 +28,8 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from broker.embed import BrokerProcess, BrokerThread
 from tests.support.metrics import get, scrape
-from tests.support.procs import BrokerProcess
-from tests.support.threaded import BrokerThread
 from tests.support.waiting import wait_until
 
 
