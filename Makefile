@@ -80,7 +80,7 @@ java:
 test: $(VENV)/.installed-test apt-deps java
 	$(BIN)/python -m pytest -q
 
-# The quick loop while editing: codecs, storage and the coordinator's rules, about a minute.
+# The quicker loop while editing: codecs, storage and the coordinator's rules (a few minutes).
 test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q tests/unit tests/conformance
 

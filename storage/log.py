@@ -25,7 +25,6 @@ from protocol.records import (
     CONTROL_BIT,
     HEADER,
     HEADER_SIZE,
-    LOG_OVERHEAD,
     TRANSACTIONAL_BIT,
     BatchHeader,
     InvalidBatch,
@@ -36,7 +35,7 @@ from protocol.records import (
 from storage.config import LogConfig
 from storage.errors import OffsetOutOfRange, StorageError
 from storage.producer_state import ProducerState, list_snapshots, write_snapshot
-from storage.segment import CHUNK, LOG_SUFFIX, Segment, segment_name
+from storage.segment import LOG_SUFFIX, Segment, iter_file_batches, segment_name
 from storage.txn_index import AbortedTxn
 
 log = structlog.get_logger("kaflet.storage")
@@ -143,6 +142,7 @@ class PartitionLog:
         self._recovered_from: int | None = None  # base offset of the first segment recovery scanned
         self._waiters: set[Callable[[int], None]] = set()
         self.cleaning = False  # a compaction pass is working on the closed segments
+        self.corrupt_regions = 0  # regions iter_batches skipped as corrupt (logged at ERROR)
         self.closed = False
         self.deleted = False
         # Hooks the LogManager sets: a rolled segment to fsync; the log start moved.
@@ -474,58 +474,43 @@ class PartitionLog:
                 return data
         return None
 
-    def iter_batches(self, start_offset: int | None = None) -> Iterator[tuple[bytes, int, BatchHeader]]:
+    def iter_batches(self, start_offset: int | None = None, *, verify: bool = False) -> Iterator[tuple[bytes, int, BatchHeader]]:
         """(buffer, position, header) of every batch from the log start (or the batch holding
         `start_offset`), reading segments in 5 MiB chunks. Iterate without awaiting in between.
 
-        This is the coordinator's replay path, so it is one flat loop: a header costs one
-        `unpack_from` and one tuple."""
+        A region that holds no valid batch (an implausible header, or with `verify` a CRC-32C
+        mismatch) is logged at ERROR with its file and position and skipped: the iteration
+        goes on at the next valid batch, so one corrupt batch never hides those after it.
+        This is the coordinator's replay path: per batch, one `unpack_from` and one tuple."""
         start = self.log_start_offset if start_offset is None else start_offset
         segments = list(self.segments)
         first = self._segment_index(start)
-        unpack = HEADER.unpack_from
-        new = tuple.__new__
-        pread = os.pread
         for i in range(first, len(segments)):
             seg = segments[i]
             fd = seg.fd
             if fd < 0:
                 return
             pos = seg.locate(start) if i == first else 0
-            end = seg.size
-            skipping = i == first
-            while end - pos >= HEADER_SIZE:
-                buf = pread(fd, min(CHUNK, end - pos), pos)
-                n = len(buf)
-                p = 0
-                while n - p >= HEADER_SIZE:
-                    header = new(BatchHeader, unpack(buf, p))
-                    size = header[1] + LOG_OVERHEAD
-                    if size < HEADER_SIZE:
-                        return  # not a batch: the log ends here for readers
-                    if p + size > n:
+
+            def on_bad(at: int, resume: int | None, reason: str, seg: Segment = seg) -> None:
+                self.corrupt_regions += 1
+                log.error(
+                    "skipping corrupt log data",
+                    partition=self.name,
+                    file=str(seg.log_path),
+                    position=at,
+                    bytes_skipped=(resume if resume is not None else seg.size) - at,
+                    reason=reason,
+                )
+
+            batches = iter_file_batches(fd, pos, seg.size, verify=verify, on_bad=on_bad)
+            if i == first:
+                for item in batches:
+                    header = item[2]
+                    if header[0] + header[6] >= start:
+                        yield item
                         break
-                    if skipping:
-                        if header[0] + header[6] < start:
-                            p += size
-                            continue
-                        skipping = False
-                    yield buf, p, header
-                    p += size
-                if p == 0:
-                    # One batch larger than a chunk.
-                    size = _I32.unpack_from(buf, 8)[0] + LOG_OVERHEAD
-                    if size < HEADER_SIZE or pos + size > end:
-                        break
-                    buf = pread(fd, size, pos)
-                    if len(buf) < size:
-                        break
-                    header = new(BatchHeader, unpack(buf, 0))
-                    if not skipping or header[0] + header[6] >= start:
-                        skipping = False
-                        yield buf, 0, header
-                    p = size
-                pos += p
+            yield from batches
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after `timestamp`, via the time index."""

@@ -69,7 +69,7 @@ def test_python_dash_m_broker_keeps_serving_without_arguments(tmp_path: Path) ->
 
 def _help_texts() -> str:
     """`--help` of every command and of every sub-command argparse lists in its usage line."""
-    texts = []
+    texts = [run("--help").stdout]
     for command in COMMANDS:
         top = run(command.name, "--help")
         assert top.returncode == 0, top.stderr

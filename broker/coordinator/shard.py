@@ -361,7 +361,7 @@ class CoordinatorShard:
         count = 0
         since_yield = 0
         try:
-            for buf, pos, header in self.log_.iter_batches():
+            for buf, pos, header in self.log_.iter_batches(verify=True):
                 if header.is_control:
                     for _offset, key, _value in batch_records(buf, pos, header):
                         kind = rec.control_record_type(key)

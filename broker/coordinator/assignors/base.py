@@ -61,23 +61,40 @@ def java_string_key(s: str) -> bytes:
 
 def range_member_order(members: Mapping[str, MemberSpec]) -> list[str]:
     """KA-4's member order: static members by instance id, then dynamic members by member id (Java order)."""
-
-    def key(m: MemberSpec) -> tuple[int, bytes, bytes]:
-        if m.instance_id is not None:
-            return (0, java_string_key(m.instance_id), java_string_key(m.member_id))
-        return (1, java_string_key(m.member_id), b"")
-
-    return [m.member_id for m in sorted(members.values(), key=key)]
+    statics = [(m.instance_id, mid) for mid, m in members.items() if m.instance_id is not None]
+    dynamics = [mid for mid, m in members.items() if m.instance_id is None]
+    # Python's code-point order equals UTF-16 code-unit order for ASCII (the usual ids): skip the encoding then.
+    if all(mid.isascii() for mid in members) and all(iid.isascii() for iid, _ in statics):
+        statics.sort()
+        dynamics.sort()
+    else:
+        statics.sort(key=lambda s: (java_string_key(s[0]), java_string_key(s[1])))
+        dynamics.sort(key=java_string_key)
+    return [mid for _, mid in statics] + dynamics
 
 
 def subscribed_topics(spec: GroupSpec) -> dict[str, list[str]]:
     """Topic -> its subscribers in the group's member order, for topics that exist and have partitions."""
-    subs: dict[str, list[str]] = {}
+    mids = list(spec.members)
+    return {t: [mids[i] for i in idx] for t, idx in topic_subscribers(spec, mids).items()}
+
+
+def topic_subscribers(spec: GroupSpec, order: list[str]) -> dict[str, list[int]]:
+    """Topic -> the indices in `order` of its subscribers, ascending, for topics that exist and have partitions.
+
+    With homogeneous subscriptions every topic shares one list: callers must not mutate it.
+    """
     parts = spec.partitions
-    for mid, m in spec.members.items():
-        for t in m.topics:
+    members = spec.members
+    topic_sets = {m.topics for m in members.values()}
+    if len(topic_sets) == 1:
+        everyone = list(range(len(order)))
+        return {t: everyone for t in sorted(topic_sets.pop()) if parts.get(t, 0) > 0}
+    subs: dict[str, list[int]] = {}
+    for i, mid in enumerate(order):
+        for t in members[mid].topics:
             if parts.get(t, 0) > 0:
-                subs.setdefault(t, []).append(mid)
+                subs.setdefault(t, []).append(i)
     return subs
 
 

@@ -22,22 +22,26 @@ when the target assignment is recomputed (a group epoch bump), never on lag drif
 
 from __future__ import annotations
 
-from .base import Assignment, Assignor, AssignorError, GroupSpec, range_member_order, subscribed_topics
-from .range_assignor import range_layout
+from collections import deque
+from itertools import accumulate, chain, repeat
+from operator import add, sub
+
+from .base import Assignment, Assignor, AssignorError, GroupSpec, range_member_order, topic_subscribers
+from .range_assignor import build, range_layout
 
 
 class LagAwareAssignor(Assignor):
     name = "lag-aware"
 
     def assign(self, spec: GroupSpec) -> Assignment:
-        members = range_member_order(spec.members)
-        if not members:
+        order = range_member_order(spec.members)
+        if not order:
             return {}
-        rank = {mid: i for i, mid in enumerate(members)}
-        subs = subscribed_topics(spec)
+        subs = topic_subscribers(spec, order)
         lag = spec.lag
-        totals = [0] * len(members)
-        picked: list[dict[str, list[int]]] = [{} for _ in members]
+        totals = [0] * len(order)  # member index -> total assigned lag
+        put = totals.__setitem__
+        owned: list[dict] = [{} for _ in order]  # topic -> partitions (a list until the topic is done)
         lags_by_topic: dict[str, list[int]] = {}
 
         for topic in sorted(subs):
@@ -46,41 +50,71 @@ class LagAwareAssignor(Assignor):
                 lags = [0] * n
             else:
                 try:
-                    lags = [int(lag(topic, p)) for p in range(n)]
+                    lags = list(map(lag, repeat(topic, n), range(n)))
                 except Exception as e:
                     raise AssignorError(f"lag of {topic} unavailable: {e!r}") from e
             lags_by_topic[topic] = lags
             # Partitions by decreasing lag, ties by number: a reverse sort keeps equal keys in their original order.
             ordered = sorted(range(n), key=lags.__getitem__, reverse=True)
-            group = sorted(rank[m] for m in subs[topic])  # subscribers in range's member order
+            group = subs[topic]  # subscribers as indices in range's member order, ascending
             width = len(group)
+            if n <= width:
+                # One round (the common case): every chosen member gets exactly one partition of the topic. The
+                # member dicts are filled by C-level maps: these sets are most of the assignment's cost.
+                by_load = sorted(group, key=totals.__getitem__)[:n]
+                deque(map(put, by_load, map(add, map(totals.__getitem__, by_load), map(lags.__getitem__, ordered))), maxlen=0)
+                singles = _singletons(n)
+                deque(map(dict.__setitem__, map(owned.__getitem__, by_load), repeat(topic), map(singles.__getitem__, ordered)), maxlen=0)
+                continue
             for start in range(0, n, width):
                 # A round: all subscribers hold the same count of this topic, so the next partitions go to them
                 # by least total lag, ties by member order (a stable sort of the rank-ordered list).
-                by_load = sorted(group, key=totals.__getitem__)
-                for i, p in zip(by_load, ordered[start : start + width], strict=False):
-                    picked[i].setdefault(topic, []).append(p)
-                    totals[i] += lags[p]
+                chunk = ordered[start : start + width]
+                by_load = sorted(group, key=totals.__getitem__)[: len(chunk)]
+                deque(map(put, by_load, map(add, map(totals.__getitem__, by_load), map(lags.__getitem__, chunk))), maxlen=0)
+                for i, p in zip(by_load, chunk, strict=True):
+                    mine = owned[i]
+                    if topic in mine:
+                        mine[topic].append(p)
+                    else:
+                        mine[topic] = [p]
+            for i in group:
+                mine = owned[i]
+                mine[topic] = frozenset(mine[topic])  # n > width: every subscriber got some
 
-        greedy_spread = max(totals) - min(totals)
-        if greedy_spread > 0 and len(members) > 1:
-            fallback = _range_if_narrower(spec, members, lags_by_topic, greedy_spread)
-            if fallback is not None:
-                return fallback
-        return {mid: {t: frozenset(ps) for t, ps in picked[rank[mid]].items()} for mid in spec.members}
+        spread = max(totals) - min(totals)
+        if spread > 0 and len(order) > 1 and _range_spread(spec, subs, lags_by_topic, len(order)) < spread:
+            return build(spec, order, range_layout(spec, order, subs))
+        return dict(zip(order, owned, strict=True))
 
 
-def _range_if_narrower(spec: GroupSpec, order: list[str], lags_by_topic: dict[str, list[int]], spread: int) -> Assignment | None:
-    layout = range_layout(spec, order)
-    totals = dict.fromkeys(order, 0)
-    for topic, ranges in layout.items():
-        lags = lags_by_topic[topic]
-        for mid, a, b in ranges:
-            totals[mid] += sum(lags[a:b])
-    if max(totals.values()) - min(totals.values()) >= spread:
-        return None
-    out: Assignment = {mid: {} for mid in spec.members}
-    for topic, ranges in layout.items():
-        for mid, a, b in ranges:
-            out[mid][topic] = frozenset(range(a, b))
-    return out
+# frozenset({p}) for every partition number seen so far: immutable, so one object serves every assignment.
+_SINGLETONS: list[frozenset[int]] = []
+
+
+def _singletons(n: int) -> list[frozenset[int]]:
+    if len(_SINGLETONS) < n:
+        _SINGLETONS.extend(map(frozenset, zip(range(len(_SINGLETONS), n))))
+    return _SINGLETONS
+
+
+def _range_spread(spec: GroupSpec, subs: dict[str, list[int]], lags_by_topic: dict[str, list[int]], members: int) -> int:
+    """The lag spread of range's layout (KA-4) for the same input, from prefix sums (no assignment built)."""
+    totals = [0] * members
+    for topic, group in subs.items():
+        n = spec.partitions[topic]
+        width = min(n, len(group))
+        if n <= len(group):  # one partition each for the first n subscribers
+            sums = iter(lags_by_topic[topic])
+        else:
+            q, r = divmod(n, len(group))
+            bounds = accumulate(chain(repeat(q + 1, r), repeat(q, width - r)), initial=0)
+            prefix = list(accumulate(lags_by_topic[topic], initial=0))
+            edges = list(map(prefix.__getitem__, bounds))
+            sums = map(sub, edges[1:], edges[:-1])
+        if len(group) == members:  # everyone, in order: add the slices at C speed
+            totals[:width] = map(add, totals[:width], sums)
+        else:
+            for i, v in zip(group, sums, strict=False):
+                totals[i] += v
+    return max(totals) - min(totals)

@@ -9,37 +9,38 @@ A member that gets no partition of a topic has no entry for it. The current assi
 
 from __future__ import annotations
 
-from .base import Assignment, Assignor, GroupSpec, range_member_order, subscribed_topics
+from .base import Assignment, Assignor, GroupSpec, range_member_order, topic_subscribers
 
 
-def range_layout(spec: GroupSpec, order: list[str] | None = None) -> dict[str, list[tuple[str, int, int]]]:
-    """Topic -> [(member id, first partition, end partition exclusive)] for members receiving >= 1 partition."""
-    if order is None:
-        order = range_member_order(spec.members)
-    rank = {mid: i for i, mid in enumerate(order)}
-    layout: dict[str, list[tuple[str, int, int]]] = {}
-    for topic, subs in subscribed_topics(spec).items():
-        subs.sort(key=rank.__getitem__)
+def range_layout(spec: GroupSpec, order: list[str], subs: dict[str, list[int]] | None = None) -> dict[str, list[tuple[int, int, int]]]:
+    """Topic -> [(index in `order`, first partition, end partition exclusive)] for members receiving >= 1 partition."""
+    if subs is None:
+        subs = topic_subscribers(spec, order)
+    layout: dict[str, list[tuple[int, int, int]]] = {}
+    for topic, group in subs.items():
         total = spec.partitions[topic]
-        q, r = divmod(total, len(subs))
-        start = 0
+        q, r = divmod(total, len(group))
         ranges = []
-        for i, mid in enumerate(subs):
-            size = q + 1 if i < r else q
-            if size == 0:
-                break
-            ranges.append((mid, start, start + size))
-            start += size
+        start = 0
+        for k, i in enumerate(group[: min(total, len(group))]):
+            end = start + (q + 1 if k < r else q)
+            ranges.append((i, start, end))
+            start = end
         layout[topic] = ranges
     return layout
+
+
+def build(spec: GroupSpec, order: list[str], layout: dict[str, list[tuple[int, int, int]]]) -> Assignment:
+    out: Assignment = {mid: {} for mid in spec.members}
+    for topic, ranges in layout.items():
+        for i, start, end in ranges:
+            out[order[i]][topic] = frozenset(range(start, end))
+    return out
 
 
 class RangeAssignor(Assignor):
     name = "range"
 
     def assign(self, spec: GroupSpec) -> Assignment:
-        out: Assignment = {mid: {} for mid in spec.members}
-        for topic, ranges in range_layout(spec).items():
-            for mid, start, end in ranges:
-                out[mid][topic] = frozenset(range(start, end))
-        return out
+        order = range_member_order(spec.members)
+        return build(spec, order, range_layout(spec, order))
