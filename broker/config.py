@@ -137,6 +137,11 @@ class Config:
     group_consumer_migration_policy: str = _opt(
         "bidirectional", "group.consumer.migration.policy", None, ("bidirectional", "upgrade", "downgrade", "disabled")
     )
+    # The lag-aware assignor (issue 13): the lag of a partition the group never committed, unless the
+    # group's own `lag.aware.uncommitted` config says otherwise.
+    lag_aware_uncommitted: str = _opt(
+        "earliest", "lag.aware.uncommitted default: earliest (log end - log start) or latest (0)", None, ("earliest", "latest")
+    )
     # Observability.
     metrics_host: str = _opt("127.0.0.1", "Prometheus endpoint address")
     metrics_port: int | None = _opt(
@@ -144,6 +149,11 @@ class Config:
     )
     metrics: bool = _opt(True, "serve /metrics, /healthz and /readyz")
     group_metrics: bool = _opt(True, "export per-group series (off for very many groups)")
+    # Resource limits (issue 11; Kafka's names, see broker/network/limits.py).
+    max_connections: int = _opt(2_147_483_647, "max.connections: connections beyond it are refused")
+    max_connections_per_ip: int = _opt(2_147_483_647, "max.connections.per.ip: connections from one address beyond it are refused")
+    queued_max_request_bytes: int = _opt(-1, "queued.max.request.bytes: stop reading requests while more are in flight (-1: no limit)")
+    request_read_timeout_ms: int = _opt(30_000, "close a connection whose started request frame has not arrived within this (0: never)")
     # Kafka's defaults (issue 10): KAFKA_DEFAULTS above lists what this restores.
     kafka_defaults: bool = _opt(False, "use Kafka's value for every default kaflet changes (KAFKA_DEFAULTS) unless set explicitly")
     # Not a flag: the fields a user set explicitly (flag or variable), which --kafka-defaults
@@ -225,6 +235,12 @@ class Config:
             raise ConfigError(f"{names('port')} must be between 0 and 65535")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"{names('metrics_port')} must be between 0 and 65535")
+        if self.max_connections < 0 or self.max_connections_per_ip < 0:
+            raise ConfigError(f"{names('max_connections')} and {names('max_connections_per_ip')} must be at least 0")
+        if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
+            raise ConfigError(f"{names('queued_max_request_bytes')} must be -1 (no limit) or positive")
+        if self.request_read_timeout_ms < 0:
+            raise ConfigError(f"{names('request_read_timeout_ms')} must be at least 0")
         self._validate_consumer_groups()
 
     def _validate_consumer_groups(self) -> None:

@@ -18,6 +18,7 @@ from broker.connection import KafkaConnection
 from broker.datadir import DataDir
 from broker.faults import FaultInjector
 from broker.log_config import log_config
+from broker.network.limits import ConnectionLimits
 from broker.producer_ids import ProducerIdManager
 from broker.topics import TopicManager
 from storage.manager import LogManager
@@ -60,6 +61,7 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.accepting = False
         self.faults = FaultInjector()
+        self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip, config.queued_max_request_bytes)
         self.debug_requests = config.log_level == "debug"
         self.started_at = 0.0
         self.bound_port = 0
@@ -270,11 +272,17 @@ class Broker:
         return self.datadir.cluster_id
 
     async def _close_idle_connections(self) -> None:
+        """Close idle connections (connections.max.idle.ms) and those trickling a request
+        frame slower than request.read.timeout.ms allows (broker/network/limits.py)."""
         idle_s = self.config.connections_max_idle_ms / 1000
-        interval = max(0.05, min(idle_s / 4, 30.0))
+        read_ms = self.config.request_read_timeout_ms
+        read_s = read_ms / 1000 if read_ms else float("inf")
+        interval = max(0.05, min(idle_s / 4, read_s / 4, 30.0))
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for conn in list(self.connections):
-                if not conn.busy and now - conn.last_active > idle_s:
+                if conn.frame_started and not conn.reading_paused and now - conn.frame_started > read_s:
+                    conn.close_with_warning(f"request frame not completed within {read_ms} ms")
+                elif not conn.busy and now - conn.last_active > idle_s:
                     conn.close_with_warning(f"idle for more than {self.config.connections_max_idle_ms} ms")
