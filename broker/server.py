@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from broker.embed.thread import BrokerThread
     from broker.metrics.requests import KnownObserver, Observer
     from broker.metrics.service import MetricsService
+    from broker.txn.coordinator import TransactionCoordinator
 
 log = structlog.get_logger("kaflet.broker")
 
@@ -74,6 +75,7 @@ class Broker:
         self.producer_ids: ProducerIdManager
         self.clock = Clock()
         self.coordinator: GroupCoordinator | None = None
+        self.txn: TransactionCoordinator | None = None
         self.metrics: MetricsService | None = None
         # Called by each connection after a response is written (request metrics, debug log),
         # and after a fast-path answer (no request context: api key, version, start time).
@@ -146,6 +148,10 @@ class Broker:
 
         self.coordinator = GroupCoordinator(self)
         self.coordinator.start()
+        from broker.txn.coordinator import TransactionCoordinator
+
+        self.txn = TransactionCoordinator(self)
+        self.txn.start()
         if self.metrics is not None:
             self.metrics.install()
         for server in self._servers:
@@ -177,6 +183,8 @@ class Broker:
             self._idle_task.cancel()
         for conn in list(self.connections):
             conn.stop_reading()
+        if self.txn is not None:
+            await self.txn.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()  # parked JoinGroup/SyncGroup get NOT_COORDINATOR (CT-6)
         from broker.apis.fetch import wake_parked_fetches
