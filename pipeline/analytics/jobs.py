@@ -3,6 +3,7 @@ and running a streaming query either until stopped or over what is there (`--onc
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ class JobOptions:
     checkpoint: str | None = None
     # Passed to the kaflet source as "kafka.<key>" options and to the lag lookups' client.
     client_config: dict[str, str] = field(default_factory=dict)
+    # Set to stop a running (not --once) job; SIGINT and SIGTERM set it when run from the main thread.
+    stop: threading.Event = field(default_factory=threading.Event)
 
     def path(self, name: str) -> str:
         return str(Path(self.out) / name)
@@ -32,10 +35,13 @@ class JobOptions:
 
 
 def read_topic(spark: Any, opts: JobOptions, topics: str, *, streaming: bool, **options: str) -> Any:
-    """A batch or streaming DataFrame of `topics` in the connector's schema, from the earliest
-    offsets: an analytics job's first run sees every record that is still in the log."""
+    """A batch or streaming DataFrame of `topics` (or of the partitions of an `assign` option) in
+    the connector's schema, from the earliest offsets: an analytics job's first run sees every
+    record that is still in the log."""
     reader = spark.readStream if streaming else spark.read
-    reader = reader.format(FORMAT).option("kafka.bootstrap.servers", opts.bootstrap).option("subscribe", topics)
+    reader = reader.format(FORMAT).option("kafka.bootstrap.servers", opts.bootstrap)
+    if "assign" not in options:
+        reader = reader.option("subscribe", topics)
     reader = reader.option("startingOffsets", "earliest")
     for key, value in opts.client_config.items():
         reader = reader.option(f"kafka.{key}", value)
@@ -44,12 +50,29 @@ def read_topic(spark: Any, opts: JobOptions, topics: str, *, streaming: bool, **
     return reader.load()
 
 
+def offsets_partitions(opts: JobOptions) -> int:
+    """How many partitions `__consumer_offsets` has (fixed for a cluster's life)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": opts.bootstrap, "group.id": "kaflet-pipeline-metadata", **opts.client_config})
+    try:
+        topic = c.list_topics(OFFSETS_TOPIC, timeout=30).topics.get(OFFSETS_TOPIC)
+    finally:
+        c.close()
+    if topic is None or topic.error is not None or not topic.partitions:
+        raise RuntimeError(f"{OFFSETS_TOPIC} is not there on {opts.bootstrap} (no group has committed yet?): {topic and topic.error}")
+    return len(topic.partitions)
+
+
 def read_offsets_log(spark: Any, opts: JobOptions, *, streaming: bool) -> Any:
+    """`__consumer_offsets`, its partitions assigned by number: an internal topic is not matched
+    by subscriptions, and its partition count never changes."""
+    assign = json.dumps({OFFSETS_TOPIC: list(range(offsets_partitions(opts)))})
     # A compacted topic has holes in its offsets by design: not data loss.
-    return read_topic(spark, opts, OFFSETS_TOPIC, streaming=streaming, failOnDataLoss="false")
+    return read_topic(spark, opts, OFFSETS_TOPIC, streaming=streaming, assign=assign, failOnDataLoss="false")
 
 
-def run(writer: Any, opts: JobOptions, name: str, after_batch: Any = None) -> None:
+def run(writer: Any, opts: JobOptions, name: str) -> None:
     """Start `writer` (a DataStreamWriter) with its checkpoint; with `once`, process what is
     there and return (availableNow), else run every `interval_s` until SIGINT or SIGTERM."""
     writer = writer.option("checkpointLocation", opts.checkpoint_for(name)).queryName(f"kaflet-{name}")
@@ -58,7 +81,7 @@ def run(writer: Any, opts: JobOptions, name: str, after_batch: Any = None) -> No
     if opts.once:
         query.awaitTermination()
         return
-    stop = threading.Event()
+    stop = opts.stop
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):

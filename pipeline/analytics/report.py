@@ -60,6 +60,13 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return f"<table>\n<tr>{head}</tr>\n{body}\n</table>{more}"
 
 
+def _time_axis(ax: Any) -> None:
+    import matplotlib.dates as mdates
+
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
+    ax.set_xlabel("UTC")
+
+
 def _plot_lag(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
@@ -82,6 +89,7 @@ def _plot_lag(rows: list[dict[str, Any]], path: Path) -> None:
     ax_seconds.set_ylabel("lag (s, oldest unconsumed)")
     ax_records.set_title("Lag per group at each commit")
     ax_records.legend(loc="upper left", fontsize="small")
+    _time_axis(ax_seconds)
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=100)
@@ -93,7 +101,7 @@ def _plot_timeline(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     lanes = sorted({(r["group"], r["incarnation"]) for r in rows})
-    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * len(lanes)))
+    fig, ax = plt.subplots(figsize=(10, 2.5 + 0.6 * len(lanes)))
     last = max((_ts(r[c]) for r in rows for c in ("start_time", "stable_time", "end_time") if r.get(c)), default=None)
     for y, lane in enumerate(lanes):
         for r in rows:
@@ -105,13 +113,38 @@ def _plot_timeline(rows: list[dict[str, Any]], path: Path) -> None:
             if start is None or end is None:
                 continue
             if stable is not None:
-                ax.barh(y, mdates.date2num(stable) - mdates.date2num(start), left=mdates.date2num(start), color="tab:red", height=0.6)
-                ax.barh(y, mdates.date2num(end) - mdates.date2num(stable), left=mdates.date2num(stable), color="tab:green", height=0.6)
+                ax.barh(
+                    y,
+                    mdates.date2num(stable) - mdates.date2num(start),
+                    left=mdates.date2num(start),
+                    color="tab:red",
+                    height=0.6,
+                    edgecolor="white",
+                    linewidth=1,
+                )
+                ax.barh(
+                    y,
+                    mdates.date2num(end) - mdates.date2num(stable),
+                    left=mdates.date2num(stable),
+                    color="tab:green",
+                    height=0.6,
+                    edgecolor="white",
+                    linewidth=1,
+                )
             else:
-                ax.barh(y, mdates.date2num(end) - mdates.date2num(start), left=mdates.date2num(start), color="lightgray", height=0.6)
-            ax.text(mdates.date2num(start), y + 0.35, str(r["generation"]), fontsize="x-small")
+                ax.barh(
+                    y,
+                    mdates.date2num(end) - mdates.date2num(start),
+                    left=mdates.date2num(start),
+                    color="lightgray",
+                    height=0.6,
+                    edgecolor="white",
+                    linewidth=1,
+                )
+            ax.text(mdates.date2num(start), y, f" {r['generation']}", fontsize="small", va="center")
     ax.set_yticks(range(len(lanes)), [g if inc == 0 else f"{g} ({inc})" for g, inc in lanes])
     ax.xaxis_date()
+    _time_axis(ax)
     ax.set_title("Generations: red = completing the rebalance, green = stable, gray = empty")
     fig.autofmt_xdate()
     fig.tight_layout()
@@ -124,8 +157,11 @@ def _plot_duplicates(rows: list[dict[str, Any]], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(10, 4))
     labels = ["?" if r["generation"] is None else str(r["generation"]) for r in rows]
-    ax.bar(labels, [r["extra_copies"] for r in rows], color="tab:orange", label="extra copies")
-    ax.bar(labels, [r["duplicated"] for r in rows], color="tab:blue", width=0.4, label="source records duplicated")
+    x = list(range(len(rows)))
+    ax.bar([i - 0.2 for i in x], [r["duplicated"] for r in rows], width=0.4, color="tab:blue", label="source records duplicated")
+    ax.bar([i + 0.2 for i in x], [r["extra_copies"] for r in rows], width=0.4, color="tab:orange", label="extra copies")
+    ax.set_xticks(x, labels)
+    ax.yaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("generation in force when the copy was written")
     ax.set_ylabel("records")
     ax.set_title("Duplicates per rebalance")
