@@ -88,8 +88,9 @@ def audit_frames(sources: Any, outputs: Any, committed: Any | None, timeline: An
         )
     else:
         src = src.withColumn("processed", F.lit(True))
+    # Each source is read once (every table below is computed from these two).
     src = src.cache()
-    outs = outputs_frame(outputs)
+    outs = outputs_frame(outputs).cache()
     attributed = outs.filter(F.col("source_topic").isNotNull() & F.col("source_partition").isNotNull() & F.col("source_offset").isNotNull())
     unattributed = outs.filter(F.col("source_topic").isNull() | F.col("source_partition").isNull() | F.col("source_offset").isNull())
     key = ["source_topic", "source_partition", "source_offset"]
