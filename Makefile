@@ -2,18 +2,43 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := kcat prometheus
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: run test bench lint apt-deps clean
+# Debian packages the tests use, and only them:
+# - kcat: tests/clients drive it as one more real client (librdkafka's command-line tool);
+# - prometheus: for its promtool, which checks that /metrics is valid exposition text
+#   (tests/observability). Debian ships promtool only inside the server's package; it is
+#   installed without recommended packages and its service is never started (see apt-deps).
+APT_PACKAGES := kcat prometheus
 
+.PHONY: run test test-fast bench fuzz lint apt-deps java clean
+
+# kaflet needs Python 3.11 or newer: say so before anything is created.
+define CHECK_PYTHON
+@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+  echo >&2 "kaflet needs Python 3.11 or newer, and '$(PYTHON)' is $$(command -v $(PYTHON) >/dev/null && $(PYTHON) --version 2>&1 || echo 'not found')."; \
+  echo >&2 "Install one (apt-get install python3.11, or newer) and run: make PYTHON=python3.11 ..."; exit 1; }
+endef
+
+# The venv is made whole or not at all: a failed step removes it, so no later run builds on a
+# broken one. A venv left by an older Python (or broken by hand) is made again.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV) || { $(SUDO) apt-get update && $(SUDO) apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(CHECK_PYTHON)
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "installing python3-venv (venv needs ensurepip)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3-venv; }
+	@rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
+	$(BIN)/python -m pip install -q --upgrade pip || { rm -rf $(VENV); exit 1; }
+
+define CHECK_VENV
+@$(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+  echo "$(VENV) is broken or was made by a Python older than 3.11: making it again"; \
+  rm -rf $(VENV) && $(MAKE) --no-print-directory $(BIN)/python; }
+endef
 
 # Byte-compile kaflet's own modules: editable installs are not compiled, and where
 # PYTHONDONTWRITEBYTECODE is set every start would compile them from source again.
-COMPILE := $(BIN)/python -m compileall -q broker protocol storage
+COMPILE := $(BIN)/python -m compileall -q broker protocol storage pipeline
 
 # An editable install in "compat" mode puts the checkout on sys.path with one .pth line;
 # the default mode's import finder costs every start ~30 ms (a tenth of kaflet's start-up).
@@ -21,12 +46,14 @@ COMPILE := $(BIN)/python -m compileall -q broker protocol storage
 EDITABLE := --config-settings editable_mode=compat
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(CHECK_VENV)
 	$(BIN)/python -m pip install -q -e . $(EDITABLE) || $(BIN)/python -m pip install -q -e .
 	$(COMPILE)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]' $(EDITABLE) || $(BIN)/python -m pip install -q -e '.[test]'
+	$(CHECK_VENV)
+	$(BIN)/python -m pip install -q -e '.[test,pipeline]' $(EDITABLE) || $(BIN)/python -m pip install -q -e '.[test,pipeline]'
 	$(COMPILE)
 	touch $@ $(VENV)/.installed
 
@@ -34,20 +61,45 @@ run: $(VENV)/.installed
 	@$(COMPILE)
 	$(BIN)/kaflet serve --host 127.0.0.1 --port 9092 --data-dir ./data
 
+# Missing packages only, without recommended ones. A policy-rc.d that answers 101 ("action
+# forbidden") keeps a package's service from starting; one already there is left alone.
 apt-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
+	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing (no recommended packages, no service started)"; \
+	  policy=""; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=1; \
+	    printf '#!/bin/sh\n# kaflet make apt-deps: start no service\nexit 101\n' | $(SUDO) tee /usr/sbin/policy-rc.d >/dev/null; \
+	    $(SUDO) chmod 755 /usr/sbin/policy-rc.d; fi; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $$missing; status=$$?; \
+	  if [ -n "$$policy" ]; then $(SUDO) rm -f /usr/sbin/policy-rc.d; fi; exit $$status; fi
 
-test: $(VENV)/.installed-test apt-deps
+# Spark (the pipeline's tests and bench) needs a Java 17+ runtime; any java on PATH serves.
+java:
+	@java -version >/dev/null 2>&1 || { echo "installing a Java runtime for Spark"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends openjdk-17-jre-headless; }
+
+test: $(VENV)/.installed-test apt-deps java
 	$(BIN)/python -m pytest -q
 
-bench: $(VENV)/.installed-test
+# The quicker loop while editing: codecs, storage and the coordinator's rules (a few minutes).
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q tests/unit tests/conformance
+
+bench: $(VENV)/.installed-test java
 	@$(COMPILE)
 	$(BIN)/python -m bench
 
+# The protocol fuzzer at length (tests/support/fuzz.py): FUZZ_SEED picks the mutations (default:
+# the time), FUZZ_FRAMES and FUZZ_SECONDS bound the run; exit status 1 when the broker misbehaved.
+FUZZ_SEED ?= $(shell date +%s)
+FUZZ_FRAMES ?= 5000000
+FUZZ_SECONDS ?= 1800
+fuzz: $(VENV)/.installed-test
+	FUZZ_SEED=$(FUZZ_SEED) FUZZ_FRAMES=$(FUZZ_FRAMES) FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m tests.support.fuzz
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
+# Removes the venv, caches and build output; the broker's data in ./data is kept (rm -rf data).
 clean:
-	rm -rf $(VENV) data .pytest_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build dist *.egg-info

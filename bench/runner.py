@@ -30,6 +30,7 @@ BENCHMARKS = [
     "offsets_replay",
     "groups",
     "metrics",
+    "assignors",
 ]
 
 RESULTS_DIR = Path(__file__).parent / "results"

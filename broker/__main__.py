@@ -2,4 +2,4 @@ import sys
 
 from broker.cli import main
 
-sys.exit(main())
+sys.exit(main(serve_by_default=True))

@@ -1,15 +1,92 @@
-"""The `kaflet` command: `kaflet serve` runs the broker."""
+"""The `kaflet` command: one table of commands, each a line in `kaflet --help`.
+
+`kaflet`, `kaflet -h` and `kaflet --help` list every command of COMMANDS; `kaflet --version`
+prints the installed version. `python -m broker` with no arguments serves (as it always did),
+and so does a first argument that is a flag (`kaflet --port 0` is `kaflet serve --port 0`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from broker.config import Config
+from broker.config import Config, ConfigError
 
 
-def _serve(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class Command:
+    """A `kaflet NAME ...` command: `run` ("module:function") is imported only when it runs, and
+    gets the arguments from the command name on (argv[0] == name); it returns the exit status."""
+
+    name: str
+    summary: str  # the one line of `kaflet --help`
+    run: str
+
+
+# Every command of `kaflet`, in the order `kaflet --help` shows them. A new command is one line here.
+COMMANDS: list[Command] = [
+    Command("serve", "run the broker (the default of `python -m broker`)", "broker.cli:serve_main"),
+    Command("topics", "list, describe, create and delete topics", "broker.admin_cli.main:main"),
+    Command("groups", "list, describe and delete groups; their lag; reset their offsets", "broker.admin_cli.main:main"),
+    Command("check", "CRC-check a stopped broker's data dir; --repair fixes what it finds", "broker.admin_cli.check:main"),
+]
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    try:
+        return package_version("kaflet")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def usage() -> str:
+    width = max(len(c.name) for c in COMMANDS)
+    lines = [
+        "usage: kaflet [-h] [--version] COMMAND [ARGS...]",
+        "",
+        "kaflet: a lightweight Kafka-compatible broker.",
+        "",
+        "commands:",
+        *(f"  {c.name.ljust(width)}  {c.summary}" for c in COMMANDS),
+        "",
+        "options:",
+        "  -h, --help  show this list and exit",
+        "  --version   print kaflet's version and exit",
+        "",
+        "`kaflet COMMAND --help` shows a command's own options.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kaflet serve",
+        usage="kaflet serve [FLAGS]  (kaflet serve --help lists them)",
+        description="Run the broker. Every flag has a KAFLET_* environment twin; a flag wins over its variable.",
+    )
+    Config.add_arguments(parser)
+    return parser
+
+
+def serve_main(argv: list[str]) -> int:
+    """`kaflet serve [FLAGS]` (argv[0] is "serve")."""
+    parser = serve_parser()
+    args = parser.parse_args(argv[1:])
+    try:
+        config = Config.from_namespace(args)
+    except ConfigError as exc:
+        parser.error(str(exc))  # usage and exit 2, as for a bad flag
+    return _serve(config)
+
+
+def _serve(config: Config) -> int:
     from broker.lean_imports import skip_client_package_inits
 
     skip_client_package_inits()
@@ -17,16 +94,11 @@ def _serve(args: argparse.Namespace) -> int:
     from broker.datadir import DataDirError
     from broker.server import Broker
 
-    try:
-        config = Config.from_namespace(args)
-    except ValueError as exc:
-        print(f"kaflet: {exc}", file=sys.stderr)
-        return 2
     kaflet_logging.configure(config.log_format, config.log_level)
     try:
         import uvloop
 
-        runner = uvloop.run
+        runner: Callable[..., object] = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a dependency, but keep serving without it
         runner = asyncio.run
     try:
@@ -39,30 +111,25 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-# Admin commands over the Kafka protocol (broker/admin_cli): parsed there, so that `serve`
-# does not import them.
-ADMIN_COMMANDS = {"topics": "list, describe, create and delete topics", "groups": "list, describe, delete groups; lag; reset offsets"}
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kaflet", description="A lightweight Kafka-compatible broker.")
-    sub = parser.add_subparsers(dest="command")
-    serve = sub.add_parser("serve", help="run the broker")
-    Config.add_arguments(serve)
-    serve.set_defaults(func=_serve)
-    for name, text in ADMIN_COMMANDS.items():
-        sub.add_parser(name, help=text + f" (kaflet {name} --help)", add_help=False)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
+def main(argv: list[str] | None = None, serve_by_default: bool = False) -> int:
+    """`kaflet ...`; `python -m broker` passes serve_by_default (no arguments: serve)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv and not serve_by_default:
+        sys.stdout.write(usage())
+        return 0
+    if argv and argv[0] in ("-h", "--help"):
+        sys.stdout.write(usage())
+        return 0
+    if argv and argv[0] == "--version":
+        sys.stdout.write(f"kaflet {version()}\n")
+        return 0
     if not argv or argv[0].startswith("-"):
-        argv = ["serve", *argv]  # `python -m broker` alone serves
-    if argv[0] in ADMIN_COMMANDS:
-        from broker.admin_cli.main import main as admin_main
-
-        return admin_main(argv)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+        argv = ["serve", *argv]
+    command = next((c for c in COMMANDS if c.name == argv[0]), None)
+    if command is None:
+        sys.stderr.write(usage())
+        sys.stderr.write(f"\nkaflet: unknown command {argv[0]!r} (commands: {', '.join(c.name for c in COMMANDS)})\n")
+        return 2
+    module, _, function = command.run.partition(":")
+    entry = getattr(importlib.import_module(module), function)
+    return int(entry(argv))

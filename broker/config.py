@@ -1,13 +1,56 @@
-"""Broker configuration: one table of options, each a CLI flag with a KAFLET_* environment twin."""
+"""Broker configuration: one table of options, each a CLI flag with a KAFLET_* environment twin.
+
+Flags and variables go through one conversion (`Config.from_namespace`), so the same mistake
+gets the same message whichever way it was made: it names the flag and its variable, and the
+command exits 2 with its usage.
+
+`KAFKA_DEFAULTS` lists every field whose default differs from Kafka's (field name -> Kafka's
+value); `--kafka-defaults` applies each entry the user did not set explicitly (flag or env).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 MIB = 1024 * 1024
+
+# Kafka's own value of every field whose kaflet default differs, for development's sake
+# (field name -> Kafka's value). `--kafka-defaults` restores each entry not set explicitly.
+# Add yours where you change a default; README's "Where kaflet decides" says why each differs.
+KAFKA_DEFAULTS: dict[str, Any] = {
+    # Kafka waits 3 s for more members before the first generation of a new group; kaflet
+    # answers at once, so a lone test consumer is assigned in milliseconds.
+    "group_initial_rebalance_delay_ms": 3000,
+    # Kafka's members heartbeat every 5 s, so each reconciliation step (a revocation, then the
+    # grant to the next member) can wait up to 5 s; kaflet's 250 ms makes a group stable in well
+    # under a second (issue 12).
+    "group_consumer_heartbeat_interval_ms": 5000,
+}
+
+# The port of the metrics endpoint when none is given: `kaflet serve` binds this one, an
+# embedded Broker (no CLI) a free one, so that embedding never collides with a running broker.
+SERVE_METRICS_PORT = 9644
+
+
+class ConfigError(ValueError):
+    """A setting has a bad value; the message names the flag and its KAFLET_* variable."""
+
+
+def flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def env_name(name: str) -> str:
+    return "KAFLET_" + name.upper()
+
+
+def names(name: str) -> str:
+    """How messages name a setting: '--port (KAFLET_PORT)'."""
+    return f"{flag_name(name)} ({env_name(name)})"
 
 
 def _bool(text: str) -> bool:
@@ -16,14 +59,21 @@ def _bool(text: str) -> bool:
         return True
     if value in ("0", "false", "no", "off"):
         return False
-    raise argparse.ArgumentTypeError(f"expected a boolean, got {text!r}")
+    raise ValueError("expected true or false (also 1/0, yes/no, on/off)")
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("expected an integer") from None
 
 
 def _fsync(text: str) -> str:
     value = text.strip().lower()
     if value in ("never", "always") or (value.isdigit() and int(value) > 0):
         return value
-    raise argparse.ArgumentTypeError("--fsync takes never, always or an interval in milliseconds")
+    raise ValueError("expected never, always or an interval in milliseconds")
 
 
 def _opt(default: Any, help: str, type: Any = None, choices: tuple[str, ...] | None = None) -> Any:
@@ -41,13 +91,13 @@ class Config:
     node_id: int = _opt(1, "this broker's node id")
     data_dir: str = _opt("./data", "directory for topics, logs and metadata")
     offsets_partitions: int = _opt(50, "partitions of __consumer_offsets (fixed per data dir)")
-    auto_create_topics: bool = _opt(True, "create unknown topics on Metadata/Produce", _bool)
+    auto_create_topics: bool = _opt(True, "create unknown topics on Metadata/Produce")
     default_partitions: int = _opt(1, "partitions of auto-created topics")
     max_request_bytes: int = _opt(100 * MIB, "largest request frame accepted (socket.request.max.bytes)")
     connections_max_idle_ms: int = _opt(600_000, "close connections idle this long")
     log_format: str | None = _opt(None, "json or console (default: console on a terminal)", None, ("json", "console"))
     log_level: str = _opt("info", "debug, info, warning or error", None, ("debug", "info", "warning", "error"))
-    fsync: str = _opt("never", "never, always, or an interval in ms between fsyncs", _fsync)
+    fsync: str = _opt("never", "never, always, or an interval in ms between fsyncs", _fsync, ("never", "always", "MS"))
     # Log defaults (topic-level configs override them).
     log_segment_bytes: int = _opt(1024 * MIB, "default segment.bytes")
     log_segment_ms: int = _opt(7 * 24 * 3600 * 1000, "default segment.ms")
@@ -66,71 +116,195 @@ class Config:
     offsets_topic_segment_bytes: int = _opt(100 * MIB, "offsets.topic.segment.bytes")
     offsets_delete_retention_ms: int = _opt(86_400_000, "delete.retention.ms of __consumer_offsets")
     offsets_compaction_interval_ms: int = _opt(60_000, "how often __consumer_offsets is compacted")
+    # Transaction coordinator (names follow Kafka's broker configs).
+    transaction_state_partitions: int = _opt(
+        50, "partitions of __transaction_state (transaction.state.log.num.partitions; fixed per data dir)"
+    )
+    transaction_max_timeout_ms: int = _opt(900_000, "transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask for")
+    transactional_id_expiration_ms: int = _opt(604_800_000, "transactional.id.expiration.ms: idle transactional ids are forgotten")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _opt(
+        10_000, "transaction.abort.timed.out.transaction.cleanup.interval.ms: how often timed-out transactions are aborted"
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _opt(
+        3_600_000, "transaction.remove.expired.transaction.cleanup.interval.ms: how often idle transactional ids are expired"
+    )
+    transaction_state_log_segment_bytes: int = _opt(100 * MIB, "transaction.state.log.segment.bytes")
+    # KIP-848 consumer groups (issue 12; names follow Kafka's group.consumer.* broker configs).
+    group_consumer_session_timeout_ms: int = _opt(45_000, "group.consumer.session.timeout.ms")
+    group_consumer_heartbeat_interval_ms: int = _opt(250, "group.consumer.heartbeat.interval.ms (Kafka: 5000)")
+    group_consumer_max_size: int = _opt(2_147_483_647, "group.consumer.max.size")
+    group_consumer_assignors: str = _opt("uniform,range", "group.consumer.assignors: server-side assignors by name, the first the default")
+    group_consumer_migration_policy: str = _opt(
+        "bidirectional", "group.consumer.migration.policy", None, ("bidirectional", "upgrade", "downgrade", "disabled")
+    )
+    # The lag-aware assignor (issue 13): the lag of a partition the group never committed, unless the
+    # group's own `lag.aware.uncommitted` config says otherwise.
+    lag_aware_uncommitted: str = _opt(
+        "earliest", "lag.aware.uncommitted default: earliest (log end - log start) or latest (0)", None, ("earliest", "latest")
+    )
     # Observability.
     metrics_host: str = _opt("127.0.0.1", "Prometheus endpoint address")
-    metrics_port: int = _opt(9644, "Prometheus endpoint port (0 picks a free one; the ready line names it)")
-    metrics: bool = _opt(True, "serve /metrics, /healthz and /readyz (--no-metrics turns it off)", _bool)
-    group_metrics: bool = _opt(True, "export per-group series (off for very many groups)", _bool)
+    metrics_port: int | None = _opt(
+        None, f"Prometheus endpoint port: {SERVE_METRICS_PORT} for `kaflet serve`, a free one for an embedded Broker; 0 picks a free one"
+    )
+    metrics: bool = _opt(True, "serve /metrics, /healthz and /readyz")
+    group_metrics: bool = _opt(True, "export per-group series (off for very many groups)")
+    # Resource limits (issue 11; Kafka's names, see broker/network/limits.py).
+    max_connections: int = _opt(2_147_483_647, "max.connections: connections beyond it are refused")
+    max_connections_per_ip: int = _opt(2_147_483_647, "max.connections.per.ip: connections from one address beyond it are refused")
+    queued_max_request_bytes: int = _opt(-1, "queued.max.request.bytes: stop reading requests while more are in flight (-1: no limit)")
+    request_read_timeout_ms: int = _opt(30_000, "close a connection whose started request frame has not arrived within this (0: never)")
+    # Corruption at rest (issue 11): not a Kafka setting; Kafka trusts data below its recovery point.
+    verify_on_start: bool = _opt(
+        False, "CRC-check every segment and index at start-up, cut out corrupt batches and rebuild indexes (kaflet check --repair)"
+    )
+    # Kafka's defaults (issue 10): KAFKA_DEFAULTS above lists what this restores.
+    kafka_defaults: bool = _opt(False, "use Kafka's value for every default kaflet changes (KAFKA_DEFAULTS) unless set explicitly")
+    # Not a flag: the fields a user set explicitly (flag or variable), which --kafka-defaults
+    # leaves alone. from_namespace fills it; an embedder may name fields here too.
+    explicit: frozenset[str] = field(default=frozenset(), repr=False, metadata={"internal": True})
+
+    def __post_init__(self) -> None:
+        if self.kafka_defaults:
+            for name, value in self.kafka_defaults_applied().items():
+                setattr(self, name, value)
+
+    def kafka_defaults_applied(self) -> dict[str, Any]:
+        """The KAFKA_DEFAULTS entries --kafka-defaults sets here: those not set explicitly (for an
+        embedded Config: still at kaflet's default, or already at Kafka's)."""
+        if not self.kafka_defaults:
+            return {}
+        defaults = _defaults()
+        return {
+            name: value
+            for name, value in KAFKA_DEFAULTS.items()
+            if name not in self.explicit and getattr(self, name) in (defaults[name], value)
+        }
 
     @classmethod
     def option_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
+        return [f.name for f in _option_fields()]
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """One flag per field; the environment twin supplies the default."""
-        for f in fields(cls):
-            flag = "--" + f.name.replace("_", "-")
-            env = "KAFLET_" + f.name.upper()
-            kind = f.metadata.get("type") or _field_type(f)
-            help_text = f"{f.metadata['help']} [env {env}; default {f.default}]"
+        """One flag per field (booleans also get --no-NAME). Values stay text here: from_namespace
+        converts flags and KAFLET_* variables alike, so both fail with the same message."""
+        for f in _option_fields():
+            flag = flag_name(f.name)
+            kind = _converter(f)
+            choices = f.metadata.get("choices")
+            default = SERVE_METRICS_PORT if f.name == "metrics_port" else _render(f.default)
+            help_text = f"{f.metadata['help']} [env {env_name(f.name)}; default {default}]"
             if kind is _bool:
-                parser.add_argument(flag, dest=f.name, nargs="?", const=True, type=_bool, help=help_text)
+                parser.add_argument(flag, dest=f.name, nargs="?", const="true", metavar="BOOL", help=help_text)
                 parser.add_argument(
-                    "--no-" + f.name.replace("_", "-"), dest=f.name, action="store_const", const=False, help=argparse.SUPPRESS
+                    "--no-" + f.name.replace("_", "-"), dest=f.name, action="store_const", const="false", help=f"same as {flag} false"
                 )
             else:
-                parser.add_argument(flag, dest=f.name, type=kind, choices=f.metadata.get("choices"), help=help_text)
-        parser.set_defaults(**{f.name: None for f in fields(cls)})
+                metavar = "{" + ",".join(choices) + "}" if choices else ("N" if kind is _int else None)
+                parser.add_argument(flag, dest=f.name, metavar=metavar, help=help_text)
+        parser.set_defaults(**{f.name: None for f in _option_fields()})
 
     @classmethod
-    def from_namespace(cls, ns: argparse.Namespace, environ: dict[str, str] | None = None) -> Config:
-        """Flags win over KAFLET_* variables, which win over defaults."""
+    def from_namespace(cls, ns: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Config:
+        """Flags win over KAFLET_* variables, which win over defaults. Raises ConfigError."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        for f in fields(cls):
-            value = getattr(ns, f.name, None)
-            if value is None:
-                raw = environ.get("KAFLET_" + f.name.upper())
-                if raw is not None and raw != "":
-                    kind = f.metadata.get("type") or _field_type(f)
-                    try:
-                        value = kind(raw)
-                    except (ValueError, argparse.ArgumentTypeError) as exc:
-                        raise SystemExit(f"KAFLET_{f.name.upper()}={raw!r}: {exc}") from exc
-            if value is not None:
-                values[f.name] = value
+        for f in _option_fields():
+            raw = getattr(ns, f.name, None)
+            source = flag_name(f.name)
+            if raw is None:
+                raw = environ.get(env_name(f.name)) or None
+                source = env_name(f.name)
+            if raw is not None:
+                values[f.name] = convert(f.name, raw, source)
+        values["explicit"] = frozenset(values)
+        values.setdefault("metrics_port", SERVE_METRICS_PORT)
         config = cls(**values)
         config.validate()
         return config
 
     def validate(self) -> None:
         if self.offsets_partitions < 1:
-            raise ValueError("--offsets-partitions must be at least 1")
+            raise ConfigError(f"{names('offsets_partitions')} must be at least 1")
+        if self.transaction_state_partitions < 1:
+            raise ConfigError(f"{names('transaction_state_partitions')} must be at least 1")
+        if self.transaction_max_timeout_ms < 1:
+            raise ConfigError(f"{names('transaction_max_timeout_ms')} must be at least 1")
         if self.default_partitions < 1:
-            raise ValueError("--default-partitions must be at least 1")
+            raise ConfigError(f"{names('default_partitions')} must be at least 1")
         if self.max_request_bytes < 1024:
-            raise ValueError("--max-request-bytes must be at least 1024")
+            raise ConfigError(f"{names('max_request_bytes')} must be at least 1024")
         if not 0 <= self.port <= 65535:
-            raise ValueError("--port must be between 0 and 65535")
-        if not 0 <= self.metrics_port <= 65535:
-            raise ValueError("--metrics-port must be between 0 and 65535")
+            raise ConfigError(f"{names('port')} must be between 0 and 65535")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"{names('metrics_port')} must be between 0 and 65535")
+        if self.max_connections < 0 or self.max_connections_per_ip < 0:
+            raise ConfigError(f"{names('max_connections')} and {names('max_connections_per_ip')} must be at least 0")
+        if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
+            raise ConfigError(f"{names('queued_max_request_bytes')} must be -1 (no limit) or positive")
+        if self.request_read_timeout_ms < 0:
+            raise ConfigError(f"{names('request_read_timeout_ms')} must be at least 0")
+        self._validate_consumer_groups()
+
+    def _validate_consumer_groups(self) -> None:
+        """Kafka's start-up checks of the group.consumer.* configs."""
+        if self.group_consumer_session_timeout_ms < 1:
+            raise ConfigError(f"{names('group_consumer_session_timeout_ms')} must be at least 1")
+        if self.group_consumer_heartbeat_interval_ms < 1:
+            raise ConfigError(f"{names('group_consumer_heartbeat_interval_ms')} must be at least 1")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ConfigError(
+                f"{names('group_consumer_heartbeat_interval_ms')} must be less than {names('group_consumer_session_timeout_ms')}"
+            )
+        if self.group_consumer_max_size < 1:
+            raise ConfigError(f"{names('group_consumer_max_size')} must be at least 1")
+        listed = [n.strip() for n in self.group_consumer_assignors.split(",") if n.strip()]
+        from broker.coordinator import assignors
+
+        unknown = [n for n in listed if n not in assignors.names()]
+        if not listed or unknown:
+            raise ConfigError(
+                f"{names('group_consumer_assignors')} must list assignors among {', '.join(assignors.names())}"
+                + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+            )
+        self.group_consumer_assignors = ",".join(listed)
 
 
-def _field_type(f: Any) -> Any:
+def convert(name: str, raw: str, source: str) -> Any:
+    """The typed value of one setting, or ConfigError naming the flag and its variable."""
+    f = next(f for f in _option_fields() if f.name == name)
+    choices = f.metadata.get("choices")
+    try:
+        value = _converter(f)(raw)
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        raise ConfigError(f"invalid value {raw!r} for {names(name)}, given as {source}: {exc}") from None
+    if choices and f.metadata.get("type") is None and value not in choices:
+        raise ConfigError(f"invalid value {raw!r} for {names(name)}, given as {source}: expected one of {', '.join(choices)}")
+    return value
+
+
+def _option_fields() -> list[Any]:
+    return [f for f in fields(Config) if not f.metadata.get("internal")]
+
+
+def _defaults() -> dict[str, Any]:
+    return {f.name: f.default for f in fields(Config) if f.default is not MISSING}
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "none" if value is None else str(value)
+
+
+def _converter(f: Any) -> Callable[[str], Any]:
+    kind = f.metadata.get("type")
+    if kind is not None:
+        return kind  # type: ignore[no-any-return]
     text = str(f.type)
-    if "int" in text:
-        return int
     if "bool" in text:
         return _bool
+    if "int" in text:
+        return _int
     return str

@@ -51,8 +51,16 @@ class DataDir:
 
     def __init__(self, path: str | os.PathLike[str], node_id: int, offsets_partitions: int) -> None:
         self.path = Path(path).resolve()
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        if self.path.exists() and not self.path.is_dir():
+            raise DataDirError(f"the data dir {self.path} is a file, not a directory: give --data-dir (KAFLET_DATA_DIR) a directory")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a parent is a file, no permission, a read-only file system
+            raise DataDirError(f"cannot create the data dir {self.path}: {exc.strerror or exc}") from None
+        try:
+            self._lock_fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise DataDirError(f"cannot write to the data dir {self.path}: {exc.strerror or exc}") from None
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -4,7 +4,8 @@ A request rule matches requests by API key (and optionally client id) and then a
 an error code through the API's own error response, delays the answer, or closes the
 connection; the connection consults them before the handler runs. An append rule makes
 writes to a partition log fail as a broken disk would (OSError), for the paths that write:
-the coordinator's `__consumer_offsets` appends consult them before appending.
+the coordinator's `__consumer_offsets` appends consult them before appending. A timer rule
+makes a group's next coordinator timer callbacks raise, as a coordinator bug would.
 """
 
 from __future__ import annotations
@@ -50,10 +51,49 @@ class AppendFault:
     hits: int = field(default=0)
 
 
+@dataclass
+class TimerFault:
+    group: str
+    count: int | None = 1
+    hits: int = field(default=0)
+
+
 class FaultInjector:
     def __init__(self) -> None:
         self.rules: list[Fault] = []
         self.append_rules: list[AppendFault] = []
+        self.timer_rules: list[TimerFault] = []
+        self.rename_rules: list[AppendFault] = []
+
+    def fail_timers(self, group: str, count: int | None = 1) -> TimerFault:
+        """Make the next `count` coordinator timer callbacks of `group` raise (a coordinator bug)."""
+        rule = TimerFault(group, count)
+        self.timer_rules.append(rule)
+        return rule
+
+    def fail_renames(self, topic: str, count: int | None = 1) -> AppendFault:
+        """Make renaming `topic`'s partition directories aside (topic deletion) fail with an I/O error."""
+        rule = AppendFault(topic, None, count)
+        self.rename_rules.append(rule)
+        return rule
+
+    def check_rename(self, directory: Any) -> None:
+        """Raise the injected OSError if a rename rule matches this partition directory."""
+        for rule in self.rename_rules:
+            if directory.name.rpartition("-")[0] == rule.topic:
+                rule.hits += 1
+                if rule.count is not None and rule.hits >= rule.count:
+                    self.rename_rules.remove(rule)
+                raise OSError(errno.EIO, f"injected I/O error renaming {directory.name}")
+
+    def check_timer(self, group: str | None, key: str) -> None:
+        """Raise the injected error if a timer rule matches this group's firing timer."""
+        for rule in self.timer_rules:
+            if rule.group == group:
+                rule.hits += 1
+                if rule.count is not None and rule.hits >= rule.count:
+                    self.timer_rules.remove(rule)
+                raise RuntimeError(f"injected failure of coordinator timer {key}")
 
     def fail_appends(self, topic: str, partition: int | None = None, count: int | None = None) -> AppendFault:
         """Make appends to `topic` (one partition, or all) raise an I/O error, `count` times or until removed."""
@@ -83,6 +123,8 @@ class FaultInjector:
     def clear(self) -> None:
         self.rules.clear()
         self.append_rules.clear()
+        self.timer_rules.clear()
+        self.rename_rules.clear()
 
 
 def match(broker: Broker, ctx: RequestContext, request: Any) -> Fault | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from protocol.apis import ApiKey, first_flexible_version, request_class, response_class
 from protocol.errors import ErrorCode
+from protocol.nullability import checker
 
 Handler = Callable[..., Any]
 ErrorResponder = Callable[[Any, ErrorCode], Any]
@@ -35,9 +36,15 @@ class ApiSpec:
     decoder: Decoder | None = None
 
     def decode(self, body: memoryview, version: int) -> Any:
+        """The request at `version`; raises on malformed input, including a null where the
+        schema does not allow one at that version (protocol/nullability.py)."""
         if self.decoder is not None:
             return self.decoder(body, version)
-        return self.request_cls.decode(body, version=version)
+        request = self.request_cls.decode(body, version=version)
+        check = checker(self.request_cls, version)
+        if check is not None:
+            check(request, "")
+        return request
 
     def flexible(self, version: int) -> bool:
         return version >= self.flexible_from

@@ -18,18 +18,27 @@ from broker.connection import KafkaConnection
 from broker.datadir import DataDir
 from broker.faults import FaultInjector
 from broker.log_config import log_config
+from broker.network.limits import ConnectionLimits
 from broker.producer_ids import ProducerIdManager
 from broker.topics import TopicManager
 from storage.manager import LogManager
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
+    from broker.embed.process import BrokerProcess
+    from broker.embed.thread import BrokerThread
     from broker.metrics.requests import KnownObserver, Observer
     from broker.metrics.service import MetricsService
+    from broker.txn.coordinator import TransactionCoordinator
 
 log = structlog.get_logger("kaflet.broker")
 
 _WILDCARDS = ("", "0.0.0.0", "::")
+
+
+def host_port(host: str, port: int) -> str:
+    """host:port, with an IPv6 address in brackets as clients and URLs write it."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 class Broker:
@@ -42,8 +51,9 @@ class Broker:
     def __init__(self, config: Config | None = None, **overrides: Any) -> None:
         self._temp_dir: str | None = None
         if config is None:
+            # metrics_port stays None: the endpoint binds a free port (see metrics_address)
             self._temp_dir = tempfile.mkdtemp(prefix="kaflet-")
-            config = Config(port=0, metrics=False, data_dir=self._temp_dir)
+            config = Config(port=0, data_dir=self._temp_dir)
         if overrides:
             config = dataclasses.replace(config, **overrides)
         config.validate()
@@ -51,6 +61,7 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.accepting = False
         self.faults = FaultInjector()
+        self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip, config.queued_max_request_bytes)
         self.debug_requests = config.log_level == "debug"
         self.started_at = 0.0
         self.bound_port = 0
@@ -64,6 +75,7 @@ class Broker:
         self.producer_ids: ProducerIdManager
         self.clock = Clock()
         self.coordinator: GroupCoordinator | None = None
+        self.txn: TransactionCoordinator | None = None
         self.metrics: MetricsService | None = None
         # Called by each connection after a response is written (request metrics, debug log),
         # and after a fast-path answer (no request context: api key, version, start time).
@@ -83,11 +95,36 @@ class Broker:
             self.metrics = MetricsService(self)
             await self.metrics.listen()  # before the data dir: a taken port fails without touching it
         try:
+            await self._bind()  # likewise the listen port
             await self._start(t0)
         except BaseException:
+            for server in self._servers:
+                server.close()
             if self.metrics is not None:
                 await self.metrics.stop()
             raise
+
+    def _verify_data(self) -> None:
+        """--verify-on-start: every segment CRC-checked and repaired before any log opens."""
+        from storage.check import check_data_dir
+
+        started = time.monotonic()
+        report = check_data_dir(
+            self.datadir.path,
+            repair=True,
+            on_problem=lambda p: log.error(
+                "data dir problem repaired", file=str(p.file), kind=p.kind, position=p.position, detail=p.detail
+            ),
+        )
+        log.info(
+            "data dir verified",
+            partitions=report.partitions,
+            segments=report.segments,
+            batches=report.batches,
+            bytes=report.bytes,
+            problems=len(report.problems),
+            verify_ms=round((time.monotonic() - started) * 1000, 1),
+        )
 
     async def _start(self, t0: float) -> None:
         self.datadir = DataDir(self.config.data_dir, self.config.node_id, self.config.offsets_partitions)
@@ -100,27 +137,37 @@ class Broker:
             retention_check_interval_ms=self.config.log_retention_check_interval_ms,
             compaction_interval_ms=self.config.offsets_compaction_interval_ms,
         )
-        self.logs.load(self.topics.topics.values())
+        if self.config.verify_on_start:
+            self._verify_data()
+        self.logs.before_rename = self.faults.check_rename
+        self.logs.load(self.topics.topics.values(), self.topics.deleting)
+        self.topics.deletions_finished()
         self.logs.subscribe(self.topics)
         await self.logs.start()
         from broker.coordinator.service import GroupCoordinator
 
         self.coordinator = GroupCoordinator(self)
         self.coordinator.start()
+        from broker.txn.coordinator import TransactionCoordinator
+
+        self.txn = TransactionCoordinator(self)
+        self.txn.start()
         if self.metrics is not None:
             self.metrics.install()
-        await self._listen()
+        for server in self._servers:
+            await server.start_serving()
         self.accepting = True
         self._idle_task = asyncio.get_running_loop().create_task(self._close_idle_connections())
         log.info(
             "broker ready",
             bootstrap=self.bootstrap,
-            listen=[f"{h}:{self.bound_port}" for h in self.bound_hosts],
+            listen=[host_port(h, self.bound_port) for h in self.bound_hosts],
             node_id=self.config.node_id,
             cluster_id=self.cluster_id,
             data_dir=str(self.datadir.path),
-            metrics=self.metrics.address if self.metrics is not None else None,
+            metrics=self.metrics_address,
             startup_ms=round((time.monotonic() - t0) * 1000, 1),
+            **({"kafka_defaults": self.config.kafka_defaults_applied()} if self.config.kafka_defaults else {}),
         )
 
     async def stop(self) -> None:
@@ -136,6 +183,8 @@ class Broker:
             self._idle_task.cancel()
         for conn in list(self.connections):
             conn.stop_reading()
+        if self.txn is not None:
+            await self.txn.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()  # parked JoinGroup/SyncGroup get NOT_COORDINATOR (CT-6)
         from broker.apis.fetch import wake_parked_fetches
@@ -181,7 +230,8 @@ class Broker:
 
     # -- listening ----------------------------------------------------------------------
 
-    async def _listen(self) -> None:
+    async def _bind(self) -> None:
+        """Bind the listen sockets (not serving yet): a taken port fails before the data dir is touched."""
         loop = asyncio.get_running_loop()
         host = self.config.host
         hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
@@ -189,7 +239,7 @@ class Broker:
         for i, h in enumerate(hosts):
             try:
                 server = await loop.create_server(
-                    lambda: KafkaConnection(self), host=h or None, port=port, reuse_address=True, backlog=1024
+                    lambda: KafkaConnection(self), host=h or None, port=port, reuse_address=True, backlog=1024, start_serving=False
                 )
             except OSError as exc:
                 if i == 0:
@@ -214,7 +264,31 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.advertised_host}:{self.advertised_port}"
+        """host:port for clients' bootstrap.servers (an IPv6 host in brackets: [::1]:9092)."""
+        return host_port(self.advertised_host, self.advertised_port)
+
+    @property
+    def metrics_address(self) -> str | None:
+        """host:port of the metrics endpoint once started (None with metrics off). Without a
+        configured metrics_port an embedded broker binds a free port, so it never collides."""
+        return self.metrics.address if self.metrics is not None else None
+
+    # -- embedding from synchronous code --------------------------------------------------
+
+    @classmethod
+    def in_thread(cls, config: Config | None = None, **overrides: Any) -> BrokerThread:
+        """A broker on its own event loop in a background thread: `with Broker.in_thread() as b:`
+        serves on `b.bootstrap` while synchronous code (or another event loop) runs clients."""
+        from broker.embed.thread import BrokerThread
+
+        return BrokerThread(config, **overrides)
+
+    @classmethod
+    def in_subprocess(cls, *args: str, data_dir: str | None = None, env: dict[str, str] | None = None) -> BrokerProcess:
+        """A `kaflet serve` child process: `with Broker.in_subprocess("--default-partitions", "3") as b:`."""
+        from broker.embed.process import BrokerProcess
+
+        return BrokerProcess(data_dir, *args, env=env)
 
     @property
     def cluster_id(self) -> str:
@@ -222,11 +296,17 @@ class Broker:
         return self.datadir.cluster_id
 
     async def _close_idle_connections(self) -> None:
+        """Close idle connections (connections.max.idle.ms) and those trickling a request
+        frame slower than request.read.timeout.ms allows (broker/network/limits.py)."""
         idle_s = self.config.connections_max_idle_ms / 1000
-        interval = max(0.05, min(idle_s / 4, 30.0))
+        read_ms = self.config.request_read_timeout_ms
+        read_s = read_ms / 1000 if read_ms else float("inf")
+        interval = max(0.05, min(idle_s / 4, read_s / 4, 30.0))
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for conn in list(self.connections):
-                if not conn.busy and now - conn.last_active > idle_s:
+                if conn.frame_started and not conn.reading_paused and now - conn.frame_started > read_s:
+                    conn.close_with_warning(f"request frame not completed within {read_ms} ms")
+                elif not conn.busy and now - conn.last_active > idle_s:
                     conn.close_with_warning(f"idle for more than {self.config.connections_max_idle_ms} ms")

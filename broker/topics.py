@@ -2,6 +2,12 @@
 
 The partition logs themselves belong to storage; components that care about topic
 changes (the log manager, the group coordinator, caches) subscribe to the events here.
+
+Deleting a topic is one durable step: topics.json is rewritten (atomically, fsynced) without
+the topic and with its id under "deleting"; then the listeners remove its data. If one of
+them fails, or the process dies before they finish, the id stays doomed: the next start-up
+removes what is left of its directories before anything opens them (LogManager.load), and
+only then is the id forgotten. So no restart or failure brings back half a deleted topic.
 """
 
 from __future__ import annotations
@@ -13,11 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from broker.datadir import read_json, write_json
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.config import Config
+
+log = structlog.get_logger("kaflet.topics")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
@@ -77,8 +87,11 @@ class TopicManager:
         self.on_deleted: list[TopicListener] = []
         self.on_partitions_added: list[Callable[[Topic, int], Any]] = []
         self.on_configs_changed: list[TopicListener] = []
+        # Deleted topics whose data may not all be gone yet: id -> name.
+        self.deleting: dict[uuid.UUID, str] = {}
         if self.path.exists():
             stored = read_json(self.path)
+            self.deleting = {uuid.UUID(i): n for i, n in stored.get("deleting", {}).items()}
             for name, entry in stored.get("topics", {}).items():
                 topic = Topic(
                     name,
@@ -92,7 +105,10 @@ class TopicManager:
 
     def _save(self) -> None:
         self.generation += 1
-        write_json(self.path, {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self.topics.items())}})
+        stored: dict[str, Any] = {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self.topics.items())}}
+        if self.deleting:
+            stored["deleting"] = {str(i): n for i, n in self.deleting.items()}
+        write_json(self.path, stored)
 
     def get(self, name: str | None) -> Topic | None:
         return self.topics.get(name) if name is not None else None
@@ -137,12 +153,25 @@ class TopicManager:
             return None
 
     def delete(self, name: str) -> Topic:
+        """Delete a topic durably; its data goes now or, after a failure, at the next start."""
         topic = self.topics.pop(name)
         self.by_id.pop(topic.topic_id, None)
+        self.deleting[topic.topic_id] = topic.name
         self._save()
         for listener in self.on_deleted:
-            listener(topic)
+            try:
+                listener(topic)
+            except Exception as exc:
+                # The topic is gone (as in Kafka, whose log deletion is asynchronous); what is left
+                # of its data is doomed by id and removed at the next start-up.
+                log.error("topic deleted, but removing its data failed; the next start finishes it", topic=name, error=str(exc))
         return topic
+
+    def deletions_finished(self) -> None:
+        """Called once start-up removed the data of every topic in `deleting`."""
+        if self.deleting:
+            self.deleting.clear()
+            self._save()
 
     def add_partitions(self, name: str, total: int) -> Topic:
         topic = self.topics[name]

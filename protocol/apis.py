@@ -10,6 +10,8 @@ from kafka.protocol import consumer as _consumer
 from kafka.protocol import metadata as _metadata
 from kafka.protocol import producer as _producer
 
+from protocol import kip848 as _kip848
+
 
 class ApiKey(IntEnum):
     PRODUCE = 0
@@ -69,7 +71,7 @@ class ApiKey(IntEnum):
 def _classes() -> dict[int, tuple[Any, Any]]:
     """api key -> (request class, response class) for every message kafka-python knows."""
     found: dict[int, tuple[Any, Any]] = {}
-    for module in (_admin, _consumer, _metadata, _producer):
+    for module in (_admin, _consumer, _metadata, _producer, _kip848):
         for name in dir(module):
             if not name.endswith("Request"):
                 continue

@@ -158,6 +158,8 @@ def _decode_flexible(buf: bytes, version: int) -> CommitRequest:
     pos = pos + 1 if buf[pos] < 0x80 else _varint(buf, pos)[1]
     if count < 0:
         raise CodecError("null array")
+    if group_id is None or member_id is None:
+        raise CodecError("non-nullable field group_id or member_id was serialized as null")
     topics = []
     for _ in range(count):
         name, pos = _compact_string(buf, pos)
@@ -181,7 +183,7 @@ def _decode_flexible(buf: bytes, version: int) -> CommitRequest:
     pos = _skip_tags(buf, pos)
     if pos > len(buf):
         raise CodecError("OffsetCommit request overruns its frame")
-    return CommitRequest(group_id, generation, member_id or "", instance_id, -1, topics, version)
+    return CommitRequest(group_id, generation, member_id, instance_id, -1, topics, version)
 
 
 def decode_request(body: bytes | memoryview, version: int) -> CommitRequest:
@@ -197,8 +199,10 @@ def decode_request(body: bytes | memoryview, version: int) -> CommitRequest:
     try:
         group_id = r.string()
         generation = r.int32() if version >= 1 else -1
-        member_id = (r.string() or "") if version >= 1 else ""
+        member_id = r.string() if version >= 1 else ""
         instance_id = r.string() if version >= 7 else None
+        if group_id is None or member_id is None:
+            raise CodecError("non-nullable field group_id or member_id was serialized as null")
         retention = r.int64() if 2 <= version <= 4 else -1
         topics = []
         for _ in range(r.array_length()):

@@ -128,6 +128,7 @@ class ErrorCode(IntEnum):
     TELEMETRY_TOO_LARGE = 118
     INVALID_REGISTRATION = 119
     TRANSACTION_ABORTABLE = 120
+    INVALID_REGULAR_EXPRESSION = 128
 
     @property
     def message(self) -> str:
@@ -181,4 +182,5 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
     ErrorCode.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",
     ErrorCode.UNSUPPORTED_ENDPOINT_TYPE: "This endpoint type is not supported yet.",
+    ErrorCode.INVALID_REGULAR_EXPRESSION: "The regular expression is not valid.",
 }

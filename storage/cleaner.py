@@ -117,9 +117,18 @@ def plan(log_: PartitionLog, first_dirty: int, now: int, *, force: bool = False)
     return CleanPlan(log_, refs, first_dirty, end_offset, now, log_.producers.last_offsets())
 
 
+class CorruptSegment(Exception):
+    """A segment to be cleaned holds a corrupt batch: the pass stops and the log is left as it is
+    (Kafka's cleaner likewise marks such a partition uncleanable rather than drop what follows)."""
+
+
 def _iter_ref(ref: SegmentRef, abort: threading.Event) -> Iterator[tuple[bytes, int, BatchHeader]]:
     count = 0
-    for item in iter_file_batches(ref.fd, 0, ref.size):
+
+    def on_bad(at: int, resume: int | None, reason: str) -> None:
+        raise CorruptSegment(f"segment {ref.base_offset} of the log holds a corrupt batch at position {at}: {reason}")
+
+    for item in iter_file_batches(ref.fd, 0, ref.size, verify=True, on_bad=on_bad):
         count += 1
         if count % 1024 == 0 and abort.is_set():
             raise Aborted

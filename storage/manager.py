@@ -38,7 +38,7 @@ from storage.checkpoint import (
 )
 from storage.config import LogConfig
 from storage.errors import StorageError
-from storage.log import PartitionLog, now_ms, parse_partition_dir, partition_dir_name
+from storage.log import PartitionLog, kafka_uuid, now_ms, parse_partition_dir, partition_dir_name, read_topic_id, renamed_dir_name
 from storage.segment import Segment
 
 log = structlog.get_logger("kaflet.storage")
@@ -105,12 +105,19 @@ class LogManager:
         # PartitionLog.append_histogram) and a callback given each fsync pass's duration (s).
         self.append_histogram: Any = None
         self.observe_fsync: Callable[[float], None] | None = None
+        # Ids (Kafka's base64 form) of deleted topics whose directories may still be in place.
+        self.doomed_ids: set[str] = set()
+        # Called with a partition directory before it is renamed aside: the broker's fault
+        # injector (broker/faults.py) may raise there as a failing file system would.
+        self.before_rename: Callable[[Path], None] | None = None
 
     # -- start-up -------------------------------------------------------------------------
 
-    def load(self, topics: Iterable[TopicLike]) -> None:
+    def load(self, topics: Iterable[TopicLike], deleting: Iterable[uuid.UUID] = ()) -> None:
         """Open the log of every partition of `topics` (creating missing ones). Directories of
-        unknown partitions are renamed `<name>.<id>-stray` and left alone, as Kafka does."""
+        unknown partitions, or of another topic id than the topic now of that name, are renamed
+        `<name>.<id>-stray` and left alone, as Kafka does; those of topics whose deletion was
+        under way (`deleting`) and `-delete` directories are removed."""
         t0 = time.monotonic()
         marker = self.dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
@@ -118,7 +125,9 @@ class LogManager:
         recovery = self._read_checkpoint(RECOVERY_POINT_FILE)
         starts = self._read_checkpoint(LOG_START_OFFSET_FILE)
         self.first_dirty = self._read_checkpoint(CLEANER_OFFSET_FILE)
+        self.doomed_ids |= {kafka_uuid(i) for i in deleting}
         wanted = {(t.name, p): t for t in topics for p in range(t.partitions)}
+        set_aside = False
         for entry in os.scandir(self.dir):
             if not entry.is_dir():
                 continue
@@ -132,23 +141,43 @@ class LogManager:
             if tp is None:
                 continue
             topic = wanted.get(tp)
-            if topic is None:
-                stray = self.dir / f"{name}.{uuid.uuid4().hex}{STRAY_SUFFIX}"
-                os.replace(entry.path, stray)
-                log.warning("partition directory of an unknown topic set aside", directory=name, renamed_to=stray.name)
+            dir_id = read_topic_id(Path(entry.path))
+            if topic is None or (dir_id is not None and dir_id != kafka_uuid(topic.topic_id)):
+                self._set_aside(Path(entry.path), tp[0], tp[1], dir_id)
+                set_aside = True
                 continue
             self.logs[tp] = self._open(topic, tp[1], recovery.get(tp), starts.get(tp, 0), clean)
+        if set_aside:
+            fsync_dir(self.dir)
+        existing = len(self.logs)
+        if not existing:
+            self.was_clean = True  # a new data dir (or one without logs): nothing to recover
         for tp, topic in wanted.items():
             if tp not in self.logs:
                 self.logs[tp] = self._open(topic, tp[1], None, 0, True)
         if clean:
             marker.unlink()
+        # clean_shutdown only where logs existed to recover: a new data dir had no shutdown at all.
         log.info(
             "logs loaded",
             partitions=len(self.logs),
-            clean_shutdown=clean,
+            existing_partitions=existing,
+            **({"clean_shutdown": clean} if existing else {"new_data": True}),
             load_ms=round((time.monotonic() - t0) * 1000, 1),
         )
+
+    def _set_aside(self, path: Path, topic: str, partition: int, dir_id: str | None) -> None:
+        """Rename a partition directory no topic owns: removed when its topic was being deleted,
+        kept as `-stray` otherwise (Kafka keeps stray logs for an operator to look at)."""
+        if dir_id is not None and dir_id in self.doomed_ids:
+            doomed = self.dir / renamed_dir_name(topic, partition, DELETE_SUFFIX)
+            os.replace(path, doomed)
+            self._remove_dir_later(doomed)
+            log.info("partition directory of a deleted topic removed", directory=path.name, renamed_to=doomed.name)
+            return
+        stray = self.dir / renamed_dir_name(topic, partition, STRAY_SUFFIX)
+        os.replace(path, stray)
+        log.warning("partition directory of an unknown topic set aside", directory=path.name, renamed_to=stray.name)
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -160,6 +189,14 @@ class LogManager:
     def _open(self, topic: TopicLike, partition: int, recovery_point: int | None, log_start: int, clean: bool) -> PartitionLog:
         directory = self.dir / partition_dir_name(topic.name, partition)
         created = not directory.exists()
+        if not created:
+            dir_id = read_topic_id(directory)
+            if dir_id is not None and dir_id != kafka_uuid(topic.topic_id):
+                # An earlier topic of the same name whose directory was never moved (a deletion
+                # that failed half way): its records must not come back under the new topic.
+                self._set_aside(directory, topic.name, partition, dir_id)
+                fsync_dir(self.dir)
+                created = True
         plog = PartitionLog.open(
             directory,
             topic.name,
@@ -225,19 +262,41 @@ class LogManager:
                 self.logs[(topic.name, p)] = self._open(topic, p, None, 0, True)
 
     def topic_deleted(self, topic: TopicLike) -> None:
-        """Close the topic's logs and remove their data (renamed at once, deleted on a worker)."""
+        """Close the topic's logs and remove their data: each directory is renamed `-delete`
+        at once (the renames made durable with one directory fsync) and deleted on a worker.
+        A rename that fails leaves the directory in place under its topic id, which stays
+        doomed: re-creating the topic or the next start-up sets it aside and removes it.
+        Raises StorageError after trying every partition if any rename failed."""
+        self.doomed_ids.add(kafka_uuid(topic.topic_id))
+        failed: list[str] = []
+        renamed: list[Path] = []
         for p in range(topic.partitions):
             plog = self.logs.pop((topic.name, p), None)
             self.first_dirty.pop((topic.name, p), None)
             if plog is None:
                 continue
             plog.close_for_delete()
-            doomed = self.dir / f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+            doomed = self.dir / renamed_dir_name(topic.name, p, DELETE_SUFFIX)
             try:
+                if self.before_rename is not None:
+                    self.before_rename(plog.dir)
                 os.replace(plog.dir, doomed)
             except FileNotFoundError:
                 continue
+            except OSError as exc:
+                log.error("cannot remove a deleted topic's partition directory", directory=plog.dir.name, error=str(exc))
+                failed.append(f"{plog.dir.name}: {exc}")
+                continue
+            renamed.append(doomed)
+        if renamed:
+            try:
+                fsync_dir(self.dir)
+            except OSError as exc:
+                failed.append(f"fsync of {self.dir}: {exc}")
+        for doomed in renamed:
             self._remove_dir_later(doomed)
+        if failed:
+            raise StorageError("deleting topic " + topic.name + " left directories in place: " + "; ".join(failed))
 
     def configs_changed(self, topic: TopicLike) -> None:
         config = self.config_for(topic)

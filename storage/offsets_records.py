@@ -9,6 +9,7 @@ only when read, which keeps replay of millions of records cheap.
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -293,3 +294,313 @@ def parse_group_metadata_value(value: bytes) -> GroupMetadataValue:
         return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_timestamp, members)
     except (IndexError, struct.error) as exc:
         raise RecordFormatError(f"bad GroupMetadataValue: {exc}") from exc
+
+
+# -- consumer-group (KIP-848) records, types 3-8 (RF-2) ----------------------------------
+#
+# Keys are non-flexible (int16 type + int16-length strings); values are version 0, flexible
+# (compact lengths, a tagged-field section after every struct).
+
+CONSUMER_GROUP_METADATA_KEY = 3
+CONSUMER_GROUP_PARTITION_METADATA_KEY = 4
+CONSUMER_GROUP_MEMBER_METADATA_KEY = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = 8
+_MEMBER_KEYS = frozenset(
+    {CONSUMER_GROUP_MEMBER_METADATA_KEY, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY}
+)
+
+# topic id -> partitions, in the record's order (TopicPartitions[] {TopicId, Partitions[]})
+TopicPartitions = list[tuple[uuid.UUID, list[int]]]
+
+
+def consumer_group_key(kind: int, group: str, member: str | None = None) -> bytes:
+    """Key of a type 3-8 record; `member` for types 5, 7 and 8."""
+    if (member is not None) != (kind in _MEMBER_KEYS):
+        raise ValueError(f"record type {kind} {'needs' if kind in _MEMBER_KEYS else 'takes no'} member id")
+    return _H.pack(kind) + _string(group) + (_string(member) if member is not None else b"")
+
+
+def parse_consumer_group_key(key: bytes) -> tuple[int, str, str | None]:
+    """(type, group id, member id or None) of a type 3-8 key."""
+    try:
+        kind = key_type(key)
+        r = _Reader(key, 2, False)
+        group = r.string()
+        member = r.string() if kind in _MEMBER_KEYS else None
+    except (IndexError, struct.error) as exc:
+        raise RecordFormatError(f"bad consumer group key: {exc}") from exc
+    if r.pos != len(key):
+        raise RecordFormatError("consumer group key has trailing bytes")
+    return kind, group, member
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _cstring(value: str | None) -> bytes:
+    if value is None:
+        return b"\x00"
+    raw = value.encode("utf-8")
+    return _uvarint(len(raw) + 1) + raw
+
+
+def _carray_len(n: int) -> bytes:
+    return _uvarint(n + 1)
+
+
+def _int32s(values: list[int]) -> bytes:
+    return _carray_len(len(values)) + b"".join(_I.pack(v) for v in values)
+
+
+_NO_TAGS = b"\x00"
+
+
+def _topic_partitions(items: TopicPartitions) -> bytes:
+    out = [_carray_len(len(items))]
+    for topic_id, partitions in items:
+        out += [topic_id.bytes, _int32s(partitions), _NO_TAGS]
+    return b"".join(out)
+
+
+def _read_uuid(r: _Reader) -> uuid.UUID:
+    return uuid.UUID(bytes=bytes(r._take(16)))
+
+
+def _read_int32s(r: _Reader) -> list[int]:
+    return [r.int32() for _ in range(r.array_length())]
+
+
+def _read_topic_partitions(r: _Reader) -> TopicPartitions:
+    items: TopicPartitions = []
+    for _ in range(r.array_length()):
+        topic_id = _read_uuid(r)
+        partitions = _read_int32s(r)
+        r.tagged_fields()
+        items.append((topic_id, partitions))
+    return items
+
+
+def _value_reader(value: bytes, name: str) -> _Reader:
+    if len(value) < 2:
+        raise RecordFormatError(f"{name} shorter than its version")
+    version = _H.unpack_from(value, 0)[0]
+    if version != 0:
+        raise RecordFormatError(f"unknown {name} version {version}")
+    return _Reader(value, 2, True)
+
+
+def _done(r: _Reader, name: str) -> None:
+    r.tagged_fields()
+    if r.pos != len(r.buf):
+        raise RecordFormatError(f"{name} has trailing bytes")
+
+
+def _parsing(name: str):  # type: ignore[no-untyped-def]
+    """Turn low-level decoding failures of `name` into RecordFormatError."""
+
+    def wrap(fn):  # type: ignore[no-untyped-def]
+        def parse(value: bytes):  # type: ignore[no-untyped-def]
+            try:
+                return fn(value)
+            except (IndexError, struct.error, ValueError) as exc:
+                if isinstance(exc, RecordFormatError):
+                    raise
+                raise RecordFormatError(f"bad {name}: {exc}") from exc
+
+        parse.__doc__ = fn.__doc__
+        return parse
+
+    return wrap
+
+
+# type 3 / 6: an epoch
+
+
+def consumer_group_epoch_value(epoch: int) -> bytes:
+    """ConsumerGroupMetadataValue (type 3) or ConsumerGroupTargetAssignmentMetadataValue (type 6)."""
+    return _H.pack(0) + _I.pack(epoch) + _NO_TAGS
+
+
+@_parsing("ConsumerGroup epoch value")
+def parse_consumer_group_epoch_value(value: bytes) -> int:
+    r = _value_reader(value, "ConsumerGroup epoch value")
+    epoch = r.int32()
+    _done(r, "ConsumerGroup epoch value")
+    return epoch
+
+
+# type 4: subscription metadata
+
+
+class TopicMetadata(NamedTuple):
+    topic_id: uuid.UUID
+    name: str
+    partitions: int
+
+
+def consumer_group_partition_metadata_value(topics: list[TopicMetadata]) -> bytes:
+    """ConsumerGroupPartitionMetadataValue; kaflet has no racks, so PartitionMetadata is empty."""
+    out = [_H.pack(0), _carray_len(len(topics))]
+    for t in topics:
+        out += [t.topic_id.bytes, _cstring(t.name), _I.pack(t.partitions), _carray_len(0), _NO_TAGS]
+    out.append(_NO_TAGS)
+    return b"".join(out)
+
+
+@_parsing("ConsumerGroupPartitionMetadataValue")
+def parse_consumer_group_partition_metadata_value(value: bytes) -> list[TopicMetadata]:
+    r = _value_reader(value, "ConsumerGroupPartitionMetadataValue")
+    topics = []
+    for _ in range(r.array_length()):
+        topic_id = _read_uuid(r)
+        name = r.string()
+        partitions = r.int32()
+        for _ in range(r.array_length()):  # PartitionMetadata {Partition, Racks[]}
+            r.int32()
+            for _ in range(r.array_length()):
+                r.string()
+            r.tagged_fields()
+        r.tagged_fields()
+        topics.append(TopicMetadata(topic_id, name, partitions))
+    _done(r, "ConsumerGroupPartitionMetadataValue")
+    return topics
+
+
+# type 5: member metadata
+
+
+@dataclass
+class ClassicMemberMetadata:
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
+
+
+@dataclass
+class ConsumerMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None  # tagged field 0: a classic-protocol member (KM-3)
+
+
+def consumer_member_metadata_value(v: ConsumerMemberMetadataValue) -> bytes:
+    out = [
+        _H.pack(0),
+        _cstring(v.instance_id),
+        _cstring(v.rack_id),
+        _cstring(v.client_id),
+        _cstring(v.client_host),
+        _carray_len(len(v.subscribed_topic_names)),
+        *(_cstring(name) for name in v.subscribed_topic_names),
+        _cstring(v.subscribed_topic_regex),
+        _I.pack(v.rebalance_timeout_ms),
+        _cstring(v.server_assignor),
+    ]
+    if v.classic is None:
+        out.append(_NO_TAGS)
+    else:
+        inner = [_I.pack(v.classic.session_timeout_ms), _carray_len(len(v.classic.protocols))]
+        for name, metadata in v.classic.protocols:
+            inner += [_cstring(name), _uvarint(len(metadata) + 1), metadata, _NO_TAGS]
+        inner.append(_NO_TAGS)
+        data = b"".join(inner)
+        out += [_uvarint(1), _uvarint(0), _uvarint(len(data)), data]
+    return b"".join(out)
+
+
+@_parsing("ConsumerGroupMemberMetadataValue")
+def parse_consumer_member_metadata_value(value: bytes) -> ConsumerMemberMetadataValue:
+    r = _value_reader(value, "ConsumerGroupMemberMetadataValue")
+    v = ConsumerMemberMetadataValue(
+        instance_id=r.nullable_string(),
+        rack_id=r.nullable_string(),
+        client_id=r.string(),
+        client_host=r.string(),
+        subscribed_topic_names=[r.string() for _ in range(r.array_length())],
+        subscribed_topic_regex=r.nullable_string(),
+        rebalance_timeout_ms=r.int32(),
+        server_assignor=r.nullable_string(),
+    )
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        data = r._take(r.uvarint())
+        if tag == 0:
+            t = _Reader(data, 0, True)
+            session_timeout = t.int32()
+            protocols = []
+            for _ in range(t.array_length()):
+                name = t.string()
+                metadata = t.bytes_()
+                t.tagged_fields()
+                protocols.append((name, metadata))
+            t.tagged_fields()
+            v.classic = ClassicMemberMetadata(session_timeout, protocols)
+    if r.pos != len(value):
+        raise RecordFormatError("ConsumerGroupMemberMetadataValue has trailing bytes")
+    return v
+
+
+# type 7: target assignment of a member
+
+
+def consumer_target_assignment_value(partitions: TopicPartitions) -> bytes:
+    return _H.pack(0) + _topic_partitions(partitions) + _NO_TAGS
+
+
+@_parsing("ConsumerGroupTargetAssignmentMemberValue")
+def parse_consumer_target_assignment_value(value: bytes) -> TopicPartitions:
+    r = _value_reader(value, "ConsumerGroupTargetAssignmentMemberValue")
+    items = _read_topic_partitions(r)
+    _done(r, "ConsumerGroupTargetAssignmentMemberValue")
+    return items
+
+
+# type 8: current assignment of a member
+
+
+@dataclass
+class CurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # MemberState: 0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS, 127 UNKNOWN
+    assigned: TopicPartitions
+    pending_revocation: TopicPartitions
+
+
+def consumer_current_assignment_value(v: CurrentAssignmentValue) -> bytes:
+    return b"".join(
+        [
+            _H.pack(0),
+            _I.pack(v.member_epoch),
+            _I.pack(v.previous_member_epoch),
+            struct.pack(">b", v.state),
+            _topic_partitions(v.assigned),
+            _topic_partitions(v.pending_revocation),
+            _NO_TAGS,
+        ]
+    )
+
+
+@_parsing("ConsumerGroupCurrentMemberAssignmentValue")
+def parse_consumer_current_assignment_value(value: bytes) -> CurrentAssignmentValue:
+    r = _value_reader(value, "ConsumerGroupCurrentMemberAssignmentValue")
+    member_epoch = r.int32()
+    previous = r.int32()
+    state = struct.unpack(">b", r._take(1))[0]
+    assigned = _read_topic_partitions(r)
+    pending = _read_topic_partitions(r)
+    _done(r, "ConsumerGroupCurrentMemberAssignmentValue")
+    return CurrentAssignmentValue(member_epoch, previous, state, assigned, pending)

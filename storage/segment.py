@@ -10,11 +10,16 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import structlog
 
 from protocol.records import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, crc32c
 from storage.index import IndexCorrupt, OffsetIndex, TimeIndex
+from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+
+log = structlog.get_logger("kaflet.storage")
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -24,6 +29,7 @@ _SCAN_SLACK = 16 * 1024
 _BASE_LEN = struct.Struct(">qi")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_I32U = struct.Struct(">I")
 _LAST_DELTA_AT = 23
 _MAX_TS_AT = 35
 
@@ -57,6 +63,7 @@ class Segment:
         self.flushed_size = self.size
         self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
         self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
+        self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
         self.indexes_loaded = create
         # What the tail holds; exact for the active segment, lazily known for older ones.
         self.next_offset = base_offset
@@ -118,8 +125,58 @@ class Segment:
 
     def scan(self, validate: bool, index_interval: int) -> int:
         """Rebuild indexes and tail facts by reading every batch. With `validate`, each batch is
-        checked (length, magic, CRC-32C, increasing offsets) and the file is truncated at the
-        first bad one. Returns the number of bytes truncated."""
+        checked (length, magic, CRC-32C, increasing offsets). A bad region followed by a valid
+        batch is cut out of the file (logged at ERROR with the file and position): never lose
+        what follows a corrupt batch. A bad region that reaches the end is a torn tail: the file
+        is truncated there, as Kafka's recovery does. Returns the number of tail bytes truncated."""
+        while True:
+            bad_at = self._scan_once(validate, index_interval)
+            if bad_at < 0 or not validate:
+                return 0
+            resume = resync(self.fd, bad_at + 1, self.size)
+            if resume is None:
+                dropped = self.size - bad_at
+                self.truncate_to(bad_at)
+                return dropped
+            log.error(
+                "cutting a corrupt region out of a segment",
+                partition=self.dir.name,
+                file=str(self.log_path),
+                position=bad_at,
+                bytes_cut=resume - bad_at,
+            )
+            self.cut(bad_at, resume)
+
+    def cut(self, start: int, end: int) -> None:
+        """Rewrite the file without bytes [start, end): a copy fsynced, then renamed over it (a
+        crash leaves the old file and a `.tmp` that the next open removes)."""
+        tmp = self.log_path.with_name(self.log_path.name + ".tmp")
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for a, b in ((0, start), (end, self.size)):
+                while a < b:
+                    piece = os.pread(self.fd, min(CHUNK, b - a), a)
+                    if not piece:
+                        break
+                    write_all(out, piece)
+                    a += len(piece)
+            os.fsync(out)
+        finally:
+            os.close(out)
+        os.replace(tmp, self.log_path)
+        dir_fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        os.close(self.fd)
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND)
+        self.size = self.flushed_size = os.fstat(self.fd).st_size
+        self.index.clear()
+        self.time_index.clear()
+
+    def _scan_once(self, validate: bool, index_interval: int) -> int:
+        """One pass of scan(): the position of the first bad batch (validate), or -1."""
         self.index.clear()
         self.time_index.clear()
         self.next_offset = self.base_offset
@@ -193,11 +250,7 @@ class Segment:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.indexes_loaded = True
-        if bad_at >= 0 and validate:
-            dropped = self.size - bad_at
-            self.truncate_to(bad_at)
-            return dropped
-        return 0
+        return bad_at if validate else -1
 
     # -- appending ------------------------------------------------------------------------
 
@@ -255,9 +308,11 @@ class Segment:
         self.ensure_indexes()
         return self.index.lookup(offset)
 
-    def read(self, offset: int, max_bytes: int, min_one: bool) -> memoryview | None:
+    def read(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None = None) -> memoryview | None:
         """Whole batches from the one containing `offset` (or the first after it), at most
-        `max_bytes` of them, except that with `min_one` the first batch comes whatever its size."""
+        `max_bytes` of them, except that with `min_one` the first batch comes whatever its size.
+        With `max_offset` (read_committed: the last stable offset) no batch starting at or after
+        it is returned."""
         end = self.size
         pos = self.locate(offset)
         fd = self.fd
@@ -275,6 +330,8 @@ class Segment:
                 if size < HEADER_SIZE:
                     return None
                 if base + _I32.unpack_from(buf, p + _LAST_DELTA_AT)[0] >= offset:
+                    if max_offset is not None and base >= max_offset:
+                        return None
                     found = p
                     break
                 p += size
@@ -298,6 +355,8 @@ class Segment:
             while n - q >= LOG_OVERHEAD:
                 size = _I32.unpack_from(buf, q + 8)[0] + LOG_OVERHEAD
                 if q + size > n or (q + size > limit and not (first and min_one)):
+                    break
+                if max_offset is not None and not first and _I64.unpack_from(buf, q)[0] >= max_offset:
                     break
                 q += size
                 first = False
@@ -325,6 +384,7 @@ class Segment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        self.txn_index.delete()
         for path in (self.log_path, self.index.path, self.time_index.path):
             try:
                 path.unlink()
@@ -332,32 +392,102 @@ class Segment:
                 pass
 
 
-def iter_file_batches(fd: int, pos: int, end: int, chunk: int = CHUNK) -> Iterator[tuple[bytes, int, BatchHeader]]:
-    """Whole batches of a log file between `pos` and `end`, read with `pread` in chunks."""
+# on_bad(position, resume_position or None, reason): a region that holds no valid batch.
+BadRegion = Callable[[int, "int | None", str], None]
+_MAGIC_AT = 16
+
+
+def _check(buf: bytes, p: int, end_in_buf: int, verify: bool) -> str | None:
+    """Why the batch at `p` of `buf` is not whole and valid (None if it is)."""
+    size = _I32.unpack_from(buf, p + 8)[0] + LOG_OVERHEAD
+    if size < HEADER_SIZE:
+        return f"batch length {size - LOG_OVERHEAD} is too small"
+    if buf[p + _MAGIC_AT] != 2:
+        return f"magic {buf[p + _MAGIC_AT]} is not 2"
+    if p + size > end_in_buf:
+        return "batch extends past the end of the segment"
+    if verify and _I32U.unpack_from(buf, p + CRC_START - 4)[0] != crc32c(memoryview(buf)[p + CRC_START : p + size]):
+        return "CRC-32C mismatch"
+    return None
+
+
+def resync(fd: int, pos: int, end: int, chunk: int = CHUNK) -> int | None:
+    """The position of the next whole batch with a valid CRC at or after `pos`, or None."""
+    while end - pos >= HEADER_SIZE:
+        buf = os.pread(fd, min(chunk, end - pos), pos)
+        n = len(buf)
+        q = buf.find(b"\x02", _MAGIC_AT)
+        while q >= 0 and q - _MAGIC_AT + HEADER_SIZE <= n:
+            p = q - _MAGIC_AT
+            size = _I32.unpack_from(buf, p + 8)[0] + LOG_OVERHEAD
+            if HEADER_SIZE <= size <= end - (pos + p):
+                whole = buf if p + size <= n else os.pread(fd, size, pos + p)
+                at = p if whole is buf else 0
+                if len(whole) >= at + size and _check(whole, at, at + size, True) is None:
+                    return pos + p
+            q = buf.find(b"\x02", q + 1)
+        if n <= HEADER_SIZE:
+            return None
+        pos += n - HEADER_SIZE + 1  # candidates straddling the chunk's end are seen next time
+    return None
+
+
+def iter_file_batches(
+    fd: int,
+    pos: int,
+    end: int,
+    chunk: int = CHUNK,
+    *,
+    verify: bool = False,
+    on_bad: BadRegion | None = None,
+) -> Iterator[tuple[bytes, int, BatchHeader]]:
+    """Whole batches of a log file between `pos` and `end`, read with `pread` in chunks.
+
+    Without `on_bad` the iteration ends at the first batch that is not whole (a torn tail).
+    With it, a bad batch (implausible header, past the end, or with `verify` a CRC-32C
+    mismatch) is reported as `on_bad(position, resume, reason)` and skipped: the iteration
+    resumes at the next valid batch (`resync`), so one corrupt batch never hides the rest."""
     unpack = HEADER.unpack_from
     new = tuple.__new__
     while end - pos >= HEADER_SIZE:
         buf = os.pread(fd, min(chunk, end - pos), pos)
         n = len(buf)
         p = 0
+        bad: str | None = None
         while n - p >= HEADER_SIZE:
             header = new(BatchHeader, unpack(buf, p))
             size = header[1] + LOG_OVERHEAD
-            if size < HEADER_SIZE:
-                return
+            if size < HEADER_SIZE or header[3] != 2 or pos + p + size > end:
+                bad = _check(buf, p, end - pos, False) or "bad batch header"
+                break
             if p + size > n:
+                break
+            if verify and header[4] != crc32c(memoryview(buf)[p + CRC_START : p + size]):
+                bad = "CRC-32C mismatch"
                 break
             yield buf, p, header
             p += size
-        if p == 0:
+        if bad is None and p == 0:
             if n < HEADER_SIZE:
                 return
+            # One batch larger than a chunk (its header was checked above).
             size = _I32.unpack_from(buf, 8)[0] + LOG_OVERHEAD
-            if size < HEADER_SIZE or pos + size > end:
-                return
             buf = os.pread(fd, size, pos)
             if len(buf) < size:
                 return
-            yield buf, 0, new(BatchHeader, unpack(buf, 0))
-            p = size
+            if verify and _check(buf, 0, size, True) is not None:
+                bad = "CRC-32C mismatch"
+            else:
+                yield buf, 0, new(BatchHeader, unpack(buf, 0))
+                p = size
+        if bad is not None:
+            if on_bad is None:
+                return
+            at = pos + p
+            resume = resync(fd, at + 1, end, chunk)
+            on_bad(at, resume, bad)
+            if resume is None:
+                return
+            pos = resume
+            continue
         pos += p

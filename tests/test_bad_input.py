@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from tests.support.procs import BrokerProcess
+from broker.embed import BrokerProcess
 from tests.support.raw_client import RawClient
 from tests.support.waiting import async_wait_until
 
@@ -78,6 +78,34 @@ CASES: list[tuple[str, bytes, str]] = [
         "garbage after a good request",
         frame(header(18, 0)) + b"\x00\x00\x00\x09" + bytes(range(9)),
         "unsupported version 515 of FETCH (serves 4-16)",
+    ),
+    # Issue 11, bug 4: a null where the schema forbids one is a decode error (protocol/nullability.py),
+    # never a handler crash nor an error answer that cannot be encoded.
+    (
+        "null topics in ListOffsets v4",
+        # The issue's frame, with its size prefix made 20 (it read 21 for the 20 bytes shown).
+        bytes.fromhex("00000014 0002 0004 00000001 0001 78 ffffffff 00 ffffffff"),
+        "LIST_OFFSETS v4 body does not decode: NullFieldError: non-nullable field topics was serialized as null",
+    ),
+    (
+        "null config name in DescribeConfigs v1",
+        bytes.fromhex("0000001c 0020 0001 00000001 0003 626164 00000001 02 0001 74 00000001 ffff 00"),
+        "non-nullable field resources[0].configuration_keys[0] was serialized as null",
+    ),
+    (
+        "null states filter in ListGroups v4",
+        bytes.fromhex("00000010 0010 0004 00000001 0003 626164 00 00 00"),
+        "LIST_GROUPS v4 body does not decode: NullFieldError: non-nullable field states_filter",
+    ),
+    (
+        "null protocols in JoinGroup v3",
+        bytes.fromhex("00000028 000b 0003 00000001 0003 626164 0001 67 00002710 00002710 0000 0008 636f6e73756d6572 ffffffff"),
+        "non-nullable field protocols was serialized as null",
+    ),
+    (
+        "null group id in OffsetCommit v2 (hand-written codec)",
+        bytes.fromhex("00000021 0008 0002 00000001 0003 626164 ffff ffffffff 0000 ffffffffffffffff 00000000"),
+        "OFFSET_COMMIT v2 body does not decode: CodecError: non-nullable field group_id or member_id",
     ),
 ]
 

@@ -64,3 +64,22 @@ def test_quick_metrics_benchmark_measures_the_real_endpoint(tmp_path: Path) -> N
         assert rows[name]["kaflet"] > 0 and rows[name]["baseline"] > 0 and rows[name]["baseline_name"] == "off", name
     scrape = next(r for r in entry["rows"] if r["name"].startswith("/metrics scrape"))
     assert scrape["kaflet"] > 0 and scrape["target"] == "<= 200 ms"
+
+
+def test_quick_assignors_benchmark_times_and_compares_spreads(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "assignors", "--quick", "--results-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    [path] = tmp_path.glob("*.json")
+    entry = json.loads(path.read_text())["benchmarks"]["assignors"]
+    assert "error" not in entry
+    rows = {r["name"]: r for r in entry["rows"]}
+    lag_aware = next(r for name, r in rows.items() if name.startswith("lag-aware assign"))
+    assert lag_aware["kaflet"] > 0 and lag_aware["baseline_name"] == "uniform" and lag_aware["target"] == ">= 0.5x"
+    spreads = {name.split(",")[0]: r["kaflet"] for name, r in rows.items() if name.startswith("lag spread")}
+    assert spreads["lag spread lag-aware"] <= spreads["lag spread range"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.support.procs import BrokerProcess
+from broker.embed import BrokerProcess
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -45,7 +45,7 @@ def test_localhost_listens_on_both_loopbacks(tmp_path: Path) -> None:
     bp = BrokerProcess(tmp_path / "d", "--host", "localhost").start()
     try:
         ready = bp.wait_for(lambda r: r.get("event") == "broker ready")
-        assert sorted(ready["listen"]) == sorted([f"127.0.0.1:{bp.port}", f"::1:{bp.port}"])
+        assert sorted(ready["listen"]) == sorted([f"127.0.0.1:{bp.port}", f"[::1]:{bp.port}"])
         for family, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
             with socket.socket(family, socket.SOCK_STREAM) as s:
                 s.settimeout(5)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
-from broker.admin_cli import FAILED, UNREACHABLE, groups, topics
-from broker.admin_cli.output import CommandError, emit
+from broker.admin_cli import FAILED, UNREACHABLE, USAGE, groups, topics
+from broker.admin_cli.output import CommandError, emit, fail
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -31,10 +31,26 @@ def add_parsers(sub: Any) -> None:
     groups.add_parsers(sub, common)
 
 
+def _wants_json(argv: list[str]) -> bool:
+    return any(a == "--output=json" or (a == "--output" and b == "json") for a, b in zip(argv, [*argv[1:], ""], strict=True))
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit 2 as usual; with --output json they are a JSON document on stdout."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            sys.exit(fail(f"{self.prog}: {message}", USAGE, "json"))
+        super().error(message)
+
+
 def main(argv: list[str]) -> int:
     """`kaflet topics ...` / `kaflet groups ...` (argv starts with the command)."""
-    parser = argparse.ArgumentParser(prog="kaflet", description="Admin commands over the Kafka protocol.")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
+    _Parser.json_errors = _wants_json(argv)
+    parser = _Parser(prog="kaflet", description="Admin commands over the Kafka protocol.")
+    add_parsers(parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
     return run(parser.parse_args(argv))
 
 
@@ -51,19 +67,15 @@ def run(args: argparse.Namespace) -> int:
             request_timeout_ms=timeout_ms,
         )
     except (errors.KafkaConnectionError, errors.KafkaTimeoutError, OSError) as exc:
-        sys.stderr.write(f"Error: cannot reach the cluster at {args.bootstrap_server}: {exc}\n")
-        return UNREACHABLE
+        return fail(f"cannot reach the cluster at {args.bootstrap_server}: {exc}", UNREACHABLE, args.output)
     try:
         result = args.run(args, admin)
     except CommandError as exc:
-        sys.stderr.write(f"Error: {exc.message}\n")
-        return exc.code
+        return fail(exc.message, exc.code, args.output)
     except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
-        sys.stderr.write(f"Error: the cluster did not answer: {exc}\n")
-        return UNREACHABLE
+        return fail(f"the cluster did not answer: {exc}", UNREACHABLE, args.output)
     except errors.KafkaError as exc:
-        sys.stderr.write(f"Error: {exc}\n")
-        return FAILED
+        return fail(str(exc), FAILED, args.output)
     finally:
         admin.close()
     return emit(result, args.output)

@@ -2,6 +2,7 @@
 
 from broker.apis import (  # noqa: F401
     api_versions,
+    consumer_groups,
     create_partitions,
     create_topics,
     delete_records,
@@ -23,4 +24,5 @@ from broker.apis import (  # noqa: F401
     offset_for_leader_epoch,
     produce,
     sync_group,
+    transactions,
 )

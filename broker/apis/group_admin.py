@@ -98,16 +98,24 @@ def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     types = {t.strip().lower() for t in (request.types_filter or [])} if version >= 5 else set()
     listed = []
     for shard in coordinator.active_shards():
-        for group in shard.list_groups():
-            if states and group.state.value.lower() not in states:
-                continue
-            if types and "classic" not in types:
-                continue  # every group kaflet holds is classic (LI-3)
-            listed.append(
-                _Listed(
-                    group_id=group.group_id, protocol_type=group.protocol_type or "", group_state=group.state.value, group_type="classic"
+        if not types or "classic" in types:
+            for group in shard.list_groups():
+                if states and group.state.value.lower() not in states:
+                    continue
+                listed.append(
+                    _Listed(
+                        group_id=group.group_id,
+                        protocol_type=group.protocol_type or "",
+                        group_state=group.state.value,
+                        group_type="classic",
+                    )
                 )
-            )
+        if not types or "consumer" in types:
+            for cgroup in shard.consumer_groups.values():  # LI-2: KIP-848 groups
+                state = cgroup.state
+                if states and state.lower() not in states:
+                    continue
+                listed.append(_Listed(group_id=cgroup.group_id, protocol_type="consumer", group_state=state, group_type="consumer"))
     return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=0, groups=listed)
 
 

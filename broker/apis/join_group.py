@@ -1,4 +1,12 @@
-"""JoinGroup v0-v9 (JG-1..JG-19). The response may park until the join phase completes."""
+"""JoinGroup v0-v9 (JG-1..JG-19). The response may park until the join phase completes.
+
+The bound on a member's protocol metadata (issue 11): Kafka has no explicit one. It holds
+whatever fits in a request (socket.request.max.bytes), and the group's metadata record, which
+carries every member's metadata for the chosen protocol, must fit the offsets topic's
+max.message.bytes; a member over it fails the leader's SyncGroup with UNKNOWN_SERVER_ERROR
+(a too-large record, GE-3) and the group rebalances again, forever. kaflet refuses such a
+member at JoinGroup with that same error, before the group holds its metadata.
+"""
 
 from __future__ import annotations
 
@@ -43,6 +51,16 @@ def _error(request: Any, code: ErrorCode) -> Any:
     return encode(request.version, JoinResult(code))
 
 
+def _protocol_set(protocols: Any) -> list[tuple[str, bytes]]:
+    """A member's protocols as a set of names in the order given, each with its first
+    metadata: a name listed twice counts once (Kafka's group counts supported protocols by name)."""
+    seen: dict[str, bytes] = {}
+    for p in protocols:
+        if p.name not in seen:
+            seen[p.name] = bytes(p.metadata)
+    return list(seen.items())
+
+
 @api(ApiKey.JOIN_GROUP, 0, 9, error_response=_error)
 def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
@@ -56,6 +74,10 @@ def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     session = request.session_timeout_ms
     if not broker.config.group_min_session_timeout_ms <= session <= broker.config.group_max_session_timeout_ms:
         return encode(version, JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id))  # JG-1
+    limit = coordinator.max_batch_bytes
+    if any(len(p.metadata) > limit for p in request.protocols):
+        # No group metadata record could hold this member: MESSAGE_TOO_LARGE, mapped by GE-3.
+        return encode(version, JoinResult(map_append_error(ErrorCode.MESSAGE_TOO_LARGE)))
     join = JoinRequest(
         group_id=request.group_id,
         member_id=member_id,
@@ -63,7 +85,7 @@ def handle_join_group(ctx: RequestContext, request: Any) -> Any:
         session_timeout_ms=session,
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else session,  # JG-2
         protocol_type=request.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        protocols=_protocol_set(request.protocols),
         reason=request.reason if version >= 8 else None,
         client_id=ctx.client_id or "",
         client_host=ctx.client_host,

@@ -26,15 +26,20 @@ Rows = list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]
 
 
 def _fetch_group(
-    ctx: RequestContext, group_id: str | None, topics: list[tuple[str, list[int]]] | None, require_stable: bool
+    ctx: RequestContext,
+    group_id: str | None,
+    topics: list[tuple[str, list[int]]] | None,
+    require_stable: bool,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> tuple[ErrorCode, Rows]:
     if group_id is None:
         return ErrorCode.INVALID_GROUP_ID, []
     try:
         shard = ctx.broker.coordinator.shard_for(group_id)
+        return ErrorCode.NONE, shard.fetch_offsets(group_id, topics, require_stable, member_id, member_epoch)
     except CoordinatorError as exc:
         return exc.code, []
-    return ErrorCode.NONE, shard.fetch_offsets(group_id, topics, require_stable)
 
 
 def _requested(topics: Any) -> list[tuple[str, list[int]]] | None:
@@ -72,7 +77,8 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     if version >= 8:
         groups = []
         for g in request.groups:
-            error, rows = _fetch_group(ctx, g.group_id, _requested(g.topics), request.require_stable)
+            member_id, member_epoch = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
+            error, rows = _fetch_group(ctx, g.group_id, _requested(g.topics), request.require_stable, member_id, member_epoch)
             topics = [
                 _Topics(
                     name=name,

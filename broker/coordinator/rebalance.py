@@ -80,6 +80,18 @@ class ClassicRebalancer:
         """JG-3..JG-19. The future completes now (errors, MEMBER_ID_REQUIRED, no-op rejoins) or when parked."""
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         groups = self.shard.groups
+        consumer_group = self.shard.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty:
+                # KM-3 (classic members served inside a consumer group) is not implemented yet.
+                fut.set_result(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
+                return fut
+            # An empty consumer group becomes a classic group (KM-1: always allowed); its offsets stay.
+            try:
+                self.shard.write(self.shard.consumer.group_tombstones(consumer_group))
+            except CoordinatorError as exc:
+                fut.set_result(JoinResult(map_append_error(exc.code), member_id=req.member_id))
+                return fut
         group = groups.get(req.group_id)
         unknown = req.member_id == ""
         is_new_group = group is None
@@ -153,7 +165,10 @@ class ClassicRebalancer:
             # JG-7: hand out a member id and ask for a second JoinGroup with it.
             group.pending_members.add(new_id)
             self.timers.schedule(
-                _heartbeat_key(group.group_id, new_id), req.session_timeout_ms, lambda: self.expire_heartbeat(group.group_id, new_id)
+                _heartbeat_key(group.group_id, new_id),
+                req.session_timeout_ms,
+                lambda: self.expire_heartbeat(group.group_id, new_id),
+                group=group.group_id,
             )
             fut.set_result(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
             return False
@@ -307,7 +322,7 @@ class ClassicRebalancer:
             delay = self.config.group_initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
             gid = group.group_id
-            self.timers.schedule(_join_key(gid), delay, lambda: self._try_complete_initial_rebalance(gid, delay, remaining))
+            self.timers.schedule(_join_key(gid), delay, lambda: self._try_complete_initial_rebalance(gid, delay, remaining), group=gid)
         if group.rebalance_started_at is None or group.is_in(GroupState.STABLE, GroupState.EMPTY):
             group.rebalance_started_at = time.monotonic()  # a rebalance, possibly restarted, runs until Stable
         group.transition_to(GroupState.PREPARING_REBALANCE, self._now())
@@ -320,7 +335,7 @@ class ClassicRebalancer:
         if group.has_all_members_joined():
             return self.complete_join(group)
         gid = group.group_id
-        self.timers.schedule(_join_key(gid), group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid))
+        self.timers.schedule(_join_key(gid), group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid), group=gid)
         return False
 
     def _try_complete_initial_rebalance(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
@@ -333,7 +348,10 @@ class ClassicRebalancer:
             new_delay = min(self.config.group_initial_rebalance_delay_ms, remaining_ms)
             new_remaining = max(remaining_ms - delay_ms, 0)
             self.timers.schedule(
-                _join_key(group_id), new_delay, lambda: self._try_complete_initial_rebalance(group_id, new_delay, new_remaining)
+                _join_key(group_id),
+                new_delay,
+                lambda: self._try_complete_initial_rebalance(group_id, new_delay, new_remaining),
+                group=group_id,
             )
         else:
             self.complete_join(group)
@@ -366,7 +384,7 @@ class ClassicRebalancer:
         if not group.maybe_elect_new_joined_leader() and group.members:
             # No member rejoined: extend the phase until sessions expire (SM-6).
             gid = group.group_id
-            self.timers.schedule(_join_key(gid), group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid))
+            self.timers.schedule(_join_key(gid), group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid), group=gid)
             return False
         group.init_next_generation(self._now())
         if group.is_in(GroupState.EMPTY):
@@ -389,7 +407,7 @@ class ClassicRebalancer:
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         gid, generation = group.group_id, group.generation_id
-        self.timers.schedule(_sync_key(gid), group.rebalance_timeout_ms(), lambda: self._expire_pending_sync(gid, generation))
+        self.timers.schedule(_sync_key(gid), group.rebalance_timeout_ms(), lambda: self._expire_pending_sync(gid, generation), group=gid)
         return False
 
     # -- SyncGroup ------------------------------------------------------------------------
@@ -531,6 +549,7 @@ class ClassicRebalancer:
             _heartbeat_key(gid, mid),
             member.session_timeout_ms if timeout_ms is None else timeout_ms,
             lambda: self.expire_heartbeat(gid, mid),
+            group=gid,
         )
 
     def expire_heartbeat(self, group_id: str, member_id: str) -> None:
@@ -620,6 +639,32 @@ class ClassicRebalancer:
         elif group.previous_state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
             for member in list(group.members.values()):
                 group.complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    def recover_group(self, group_id: str, reason: str) -> None:
+        """A timer operation of the group raised. Kafka's runtime reverts such an operation's
+        uncommitted changes; kaflet cannot undo in place, so it treats the group as its
+        coordinator would after an unload and reload: every parked JoinGroup/SyncGroup gets
+        NOT_COORDINATOR (clients rediscover the coordinator and rejoin), the members are
+        dropped, and the group starts again Empty at its generation, committed offsets kept.
+        An empty-group record is written so that a restart agrees."""
+        group = self.shard.groups.get(group_id)
+        if group is None:
+            return
+        self._forget(group)
+        if not group.is_in(GroupState.DEAD):
+            self.on_unloaded(group)
+        fresh = ClassicGroup(group_id, self._now(), generation_id=group.generation_id, protocol_type=group.protocol_type)
+        fresh.current_state_timestamp = self._now()
+        self.shard.groups[group_id] = fresh
+        log.error("group reset after a failed timer", group=group_id, generation=group.generation_id, reason=reason)
+
+        def done(error: ErrorCode | None) -> None:
+            if error is not None:
+                log.error("could not record the reset group", group=group_id, error=error.name)
+
+        self._write_then(fresh, [self.shard.group_metadata_record(fresh)], done)
 
     # -- writes with a continuation --------------------------------------------------------
 

@@ -35,6 +35,11 @@ class CoordinatorStats:
         self.offset_expirations = 0
         self.offset_deletions = 0
         self.rebalances_completed = 0
+        # KIP-848 consumer groups
+        self.consumer_heartbeats = 0
+        self.consumer_epoch_bumps = 0
+        self.consumer_members_fenced = 0
+        self.consumer_reconciliations = 0
         self.on_rebalance: list[Callable[[ClassicGroup, float], Any]] = []
 
     def rebalance_completed(self, group: ClassicGroup, duration_s: float) -> None:
@@ -66,6 +71,8 @@ class GroupCoordinator:
     def start(self) -> None:
         """Create `__consumer_offsets` if needed (RC-1) and begin loading every shard."""
         self.broker.topics.on_deleted.append(self._on_topic_deleted)
+        self.broker.topics.on_created.append(lambda topic: self._on_topic_changed(topic, True))
+        self.broker.topics.on_partitions_added.append(lambda topic, _old: self._on_topic_changed(topic, False))
         self.active = True
         self._create_shards()
 
@@ -199,3 +206,13 @@ class GroupCoordinator:
         for shard in self.shards:
             if shard.state is ShardState.ACTIVE:
                 shard.on_partitions_deleted(topic.name, range(topic.partitions))
+        self._on_topic_changed(topic, True)
+
+    def _on_topic_changed(self, topic: Topic, created_or_deleted: bool) -> None:
+        """KH-8: consumer groups subscribed to the topic (by name or regex) refresh their
+        subscription metadata, and so bump their epoch, at their next heartbeat."""
+        if topic.internal:
+            return
+        for shard in self.shards:
+            if shard.state is ShardState.ACTIVE and shard.consumer_groups:
+                shard.consumer.on_topic_event(topic.name, created_or_deleted)

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState
+from broker.coordinator.consumer.group import ConsumerGroup
+from broker.coordinator.consumer.manager import ConsumerGroupManager
 from broker.coordinator.errors import CoordinatorError
 from broker.coordinator.loader import batch_records, records_of
 from broker.coordinator.offsets import OffsetStore
@@ -79,9 +81,15 @@ class CoordinatorShard:
         from broker.coordinator.rebalance import ClassicRebalancer
 
         self.classic = ClassicRebalancer(self)
+        self.consumer = ConsumerGroupManager(self)
+        self.timers.on_failure = lambda group_id, key: self.classic.recover_group(group_id, f"timer {key} failed")
+        faults = service.broker.faults
+        self.timers.before_fire = lambda group_id, key: faults.check_timer(group_id, key) if faults.timer_rules else None
 
     def _reset_state(self) -> None:
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 consumer groups; a group id is in at most one of the two dicts.
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets = OffsetStore()
         # Transactional offsets read from the log: producer id -> {(group, topic, partition): (value, record offset)}.
         self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[bytes, int]]] = {}
@@ -111,13 +119,25 @@ class CoordinatorShard:
                 self.replay(key, value, base + i)
         return self.service.broker.logs.wait_durable(self.log_)
 
-    def _append(self, records: list[Record]) -> Any:
-        batch = rec.build_batch(records, timestamp_ms=self.now_ms())
+    def _append(self, records: list[Record], producer_id: int = rec.NO_PRODUCER_ID, producer_epoch: int = rec.NO_PRODUCER_EPOCH) -> Any:
+        if producer_id == rec.NO_PRODUCER_ID:
+            batch = rec.build_batch(records, timestamp_ms=self.now_ms())
+        else:  # TX-4: a transactional batch of the producer (the transaction coordinator verified it)
+            batch = rec.build_batch(
+                records,
+                timestamp_ms=self.now_ms(),
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                attributes=rec.TRANSACTIONAL_BIT,
+            )
+        return self._append_batch(batch, check_producer=producer_id == rec.NO_PRODUCER_ID)
+
+    def _append_batch(self, batch: bytearray, check_producer: bool = True) -> Any:
         try:
             faults = self.service.broker.faults
             if faults.append_rules:
                 faults.check_append(self.service.topic_name, self.partition)
-            return self.log_.append(batch)
+            return self.log_.append(batch, check_producer=check_producer)
         except (OSError, LogError) as exc:
             # A failed disk (KAFKA_STORAGE_ERROR) is answered NOT_COORDINATOR (GE-3).
             log.error("cannot append to __consumer_offsets", partition=self.partition, error=str(exc))
@@ -180,7 +200,7 @@ class CoordinatorShard:
                 return
             orec.check_offset_commit_value(value)
             if producer_id != rec.NO_PRODUCER_ID:
-                if group_id not in self.groups:
+                if group_id not in self.groups and group_id not in self.consumer_groups:
                     self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
                 self.pending_txn.setdefault(producer_id, {})[(group_id, topic, partition)] = (value, offset)  # RL-2
                 return
@@ -194,13 +214,13 @@ class CoordinatorShard:
             else:
                 self.groups[group_id] = self._group_from_record(group_id, orec.parse_group_metadata_value(value))
         elif kind in orec.CONSUMER_GROUP_RECORD_TYPES:
-            log.warning("skipping a consumer-group (KIP-848) record: not served by this broker", record_type=kind, partition=self.partition)
+            self.consumer.replay(kind, key, value)
         else:
             log.warning("skipping a record of unknown type", record_type=kind, partition=self.partition)
 
     def apply_offset_commit(self, group_id: str, topic: str, partition: int, value: bytes) -> None:
         """A committed offset record's effect, at load and at runtime (RL-3)."""
-        if group_id not in self.groups:
+        if group_id not in self.groups and group_id not in self.consumer_groups:
             # Offsets without a group make a simple group (classic, no protocol type).
             self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
         self.offsets.put(group_id, topic, partition, value)
@@ -218,6 +238,60 @@ class CoordinatorShard:
                     self.offsets.put(group_id, topic, partition, value)
         if not self.pending_txn:
             self.plain_commit_offsets.clear()
+
+    def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        commits: list[tuple[str, int, int, int, str | None]],
+    ) -> tuple[list[ErrorCode], Awaitable[Any] | None]:
+        """TX-2 and TX-4: (topic, partition, offset, leader epoch, metadata) written as pending
+        offsets of `producer_id` in one transactional batch; one error per commit, in order."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
+            group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
+        error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=True)
+        if error is not ErrorCode.NONE:
+            raise CoordinatorError(error)
+        now = self.now_ms()
+        max_meta = self.config.offset_metadata_max_bytes
+        records: list[Record] = []
+        results: list[ErrorCode] = []
+        for topic, partition, offset, leader_epoch, metadata in commits:
+            if metadata is not None and utf16_length(metadata) > max_meta:
+                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)  # OC-6
+                continue
+            results.append(ErrorCode.NONE)
+            value = orec.offset_commit_value(offset, leader_epoch, metadata or "", now, -1)
+            records.append((orec.offset_commit_key(group_id, topic, partition), value))
+        if not records:
+            return results, None
+        if self.state is not ShardState.ACTIVE:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        if rec.batch_size(records) > self.max_batch_bytes:
+            raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)
+        self.flush_pending()  # plain commits enqueued before this one keep their place in the log
+        appended = self._append(records, producer_id, producer_epoch)
+        for i, (key, value) in enumerate(records):
+            self.replay(key, value, appended.base_offset + i, producer_id)
+        self.service.stats.offset_commits += len(records)
+        return results, self.service.broker.logs.wait_durable(self.log_)
+
+    def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> Awaitable[Any] | None:
+        """A COMMIT or ABORT marker from the transaction coordinator: appended as a control
+        batch and replayed as at load (RL-2)."""
+        if self.state is not ShardState.ACTIVE:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        self.flush_pending()
+        self._append_batch(rec.build_control_batch(commit, producer_id, producer_epoch, 0, timestamp_ms=self.now_ms()))
+        self.replay_end_transaction(producer_id, commit)
+        return self.service.broker.logs.wait_durable(self.log_)
 
     def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
         key = (group_id, topic, partition)
@@ -287,7 +361,7 @@ class CoordinatorShard:
         count = 0
         since_yield = 0
         try:
-            for buf, pos, header in self.log_.iter_batches():
+            for buf, pos, header in self.log_.iter_batches(verify=True):
                 if header.is_control:
                     for _offset, key, _value in batch_records(buf, pos, header):
                         kind = rec.control_record_type(key)
@@ -335,7 +409,7 @@ class CoordinatorShard:
             partitions = prefixes.get(prefix)
             if partitions is None:
                 group_id, topic, _ = orec.parse_offset_commit_key(key)
-                if group_id not in self.groups:
+                if group_id not in self.groups and group_id not in self.consumer_groups:
                     self.groups[group_id] = ClassicGroup(group_id, 0)
                 partitions = prefixes[prefix] = self.offsets.partitions_of(group_id, topic)
             partitions[int.from_bytes(key[-4:], "big", signed=True)] = value
@@ -348,6 +422,7 @@ class CoordinatorShard:
                 self.classic.reschedule_heartbeat(group, member)
             if len(group.members) > self.config.group_max_size:
                 self.classic.prepare_rebalance(group, "loaded group is over group.max.size")
+        self.consumer.on_loaded()
         self._schedule_expiration()
 
     def unload(self) -> None:
@@ -375,17 +450,23 @@ class CoordinatorShard:
         `batched`: the caller will call `service.flush_appends()` before answering, so the
         records are enqueued to be appended with other commits rather than appended now."""
         group = self.groups.get(group_id)
-        if group is None:
+        consumer_group = self.consumer_groups.get(group_id) if group is None else None
+        if consumer_group is not None:
+            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, api_version, transactional=False)
+            if error is not ErrorCode.NONE:
+                raise CoordinatorError(error)
+        elif group is None:
             if generation < 0:
                 group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
             elif api_version >= 9:
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
             else:
                 raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
-        error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=False)
-        if error is not ErrorCode.NONE:
-            raise CoordinatorError(error)
-        if group.state is GroupState.STABLE or group.state is GroupState.PREPARING_REBALANCE:
+        if group is not None:
+            error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=False)
+            if error is not ErrorCode.NONE:
+                raise CoordinatorError(error)
+        if group is not None and (group.state is GroupState.STABLE or group.state is GroupState.PREPARING_REBALANCE):
             member = group.members.get(member_id)
             if member is not None:
                 self.classic.reschedule_heartbeat(group, member)  # OC-5
@@ -408,6 +489,12 @@ class CoordinatorShard:
             applied.append((topic, c.partition, value))
         if not records:
             return results, None
+        if self.pending_txn:
+            # TX-4 precedence: these records land at or after the log end (enqueued ones are
+            # appended before any later transactional write), which orders them against pending offsets.
+            at = self.log_.log_end_offset
+            for topic, partition, _value in applied:
+                self.plain_commit_offsets[(group_id, topic, partition)] = at
         if batched:
             size = rec.batch_size(records)
             if size > self.max_batch_bytes:
@@ -445,11 +532,24 @@ class CoordinatorShard:
         return ErrorCode.NONE
 
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]:
-        """OF-2..OF-5: (topic, [(partition, offset, leader epoch, metadata, error)]) in request order."""
+        """OF-2..OF-5, OF-8: (topic, [(partition, offset, leader epoch, metadata, error)]) in request
+        order; raises CoordinatorError for a consumer group's member errors (v9)."""
         group = self.groups.get(group_id)
         known = group is not None and not group.is_in(GroupState.DEAD)
+        consumer_group = self.consumer_groups.get(group_id) if group is None else None
+        if consumer_group is not None:
+            known = True
+            if member_id is not None or member_epoch >= 0:
+                error = self.consumer.validate_offset_fetch(consumer_group, member_id, member_epoch)
+                if error is not ErrorCode.NONE:
+                    raise CoordinatorError(error)
         group_offsets = self.offsets.of_group(group_id) if known else None
         unstable = require_stable and bool(self.pending_txn)
 
@@ -475,10 +575,14 @@ class CoordinatorShard:
         self, group_id: str, topics: list[tuple[str, list[int]]]
     ) -> tuple[list[tuple[str, list[tuple[int, ErrorCode]]]], Awaitable[Any] | None]:
         """OD-1/OD-2; raises CoordinatorError for group-level errors."""
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        group: ClassicGroup | ConsumerGroup | None = self.groups.get(group_id)
+        if group is None:
+            group = self.consumer_groups.get(group_id)  # OD-1: a consumer group is always allowed
+            if group is None:
+                raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
+        elif group.is_in(GroupState.DEAD):
             raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
-        if (
+        elif (
             group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
             and not group.uses_consumer_protocol
         ):
@@ -520,6 +624,9 @@ class CoordinatorShard:
                 group = self.groups.get(group_id)
                 if group is not None and group.is_empty:
                     records.append((orec.group_metadata_key(group_id), None))
+        for group_id, consumer_group in list(self.consumer_groups.items()):
+            if self._cleanup_expired_offsets(group_id, records) and consumer_group.is_empty:
+                records += self.consumer.group_tombstones(consumer_group)
         self._schedule_expiration()
         if records:
             log.info("expired offsets and groups", partition=self.partition, tombstones=len(records))
@@ -531,7 +638,7 @@ class CoordinatorShard:
         topics = self.offsets.of_group(group_id)
         if topics is None:
             return True
-        group = self.groups[group_id]
+        group: ClassicGroup | ConsumerGroup = self.groups.get(group_id) or self.consumer_groups[group_id]
         base = group.offset_expiration_base()
         if base is None:
             return False
@@ -587,6 +694,17 @@ class CoordinatorShard:
         results = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
+            consumer_group = self.consumer_groups.get(group_id) if group is None else None
+            if consumer_group is not None:
+                if not consumer_group.is_empty:
+                    results.append((group_id, ErrorCode.NON_EMPTY_GROUP))
+                    continue
+                for topic, partitions in (self.offsets.of_group(group_id) or {}).items():
+                    for p in partitions:
+                        records.append((orec.offset_commit_key(group_id, topic, p), None))
+                records += self.consumer.group_tombstones(consumer_group)
+                results.append((group_id, ErrorCode.NONE))
+                continue
             if group is None or group.is_in(GroupState.DEAD):
                 results.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
                 continue

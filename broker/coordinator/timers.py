@@ -1,4 +1,10 @@
-"""Keyed timers: scheduling a key replaces its pending timer (Kafka's coordinator timer semantics)."""
+"""Keyed timers: scheduling a key replaces its pending timer (Kafka's coordinator timer semantics).
+
+A timer callback that raises is logged at ERROR with its key and the group it belongs to, and
+the shard's `on_failure(group_id, key)` recovers that group (Kafka's runtime reverts a failed
+timer operation's uncommitted state; see ClassicRebalancer.recover_group), so a bug in one
+timer never leaves a group parked for ever.
+"""
 
 from __future__ import annotations
 
@@ -12,26 +18,37 @@ log = structlog.get_logger("kaflet.coordinator")
 
 
 class Timers:
-    def __init__(self, guard: Callable[[], bool]) -> None:
-        """`guard()` is checked when a timer fires; a False answer (shard unloaded) drops it."""
+    def __init__(self, guard: Callable[[], bool], on_failure: Callable[[str, str], Any] | None = None) -> None:
+        """`guard()` is checked when a timer fires; a False answer (shard unloaded) drops it.
+        `on_failure(group_id, key)` is called after a group's timer callback raised."""
         self._handles: dict[str, asyncio.TimerHandle] = {}
         self._guard = guard
+        self.on_failure = on_failure
+        # Set by the shard: the fault injector's check (broker/faults.py), None when unused.
+        self.before_fire: Callable[[str | None, str], None] | None = None
 
-    def schedule(self, key: str, delay_ms: float, callback: Callable[[], Any]) -> None:
+    def schedule(self, key: str, delay_ms: float, callback: Callable[[], Any], *, group: str | None = None) -> None:
         old = self._handles.pop(key, None)
         if old is not None:
             old.cancel()
         loop = asyncio.get_running_loop()
-        self._handles[key] = loop.call_later(max(delay_ms, 0) / 1000, self._fire, key, callback)
+        self._handles[key] = loop.call_later(max(delay_ms, 0) / 1000, self._fire, key, callback, group)
 
-    def _fire(self, key: str, callback: Callable[[], Any]) -> None:
+    def _fire(self, key: str, callback: Callable[[], Any], group: str | None) -> None:
         self._handles.pop(key, None)
         if not self._guard():
             return
         try:
+            if self.before_fire is not None:
+                self.before_fire(group, key)
             callback()
         except Exception:
-            log.error("coordinator timer failed", timer=key, exc_info=True)
+            log.error("coordinator timer failed", timer=key, group=group, exc_info=True)
+            if group is not None and self.on_failure is not None:
+                try:
+                    self.on_failure(group, key)
+                except Exception:
+                    log.error("recovering a group after a failed timer failed", timer=key, group=group, exc_info=True)
 
     def cancel(self, key: str) -> None:
         handle = self._handles.pop(key, None)

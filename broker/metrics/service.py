@@ -64,7 +64,9 @@ class MetricsService:
         if not self.config.metrics:
             return
         host = self.config.metrics_host
-        self.server = await serve(host, self.config.metrics_port, self.handle)
+        # No port configured (an embedded Broker; `kaflet serve` fills in 9644): a free one.
+        port = self.config.metrics_port if self.config.metrics_port is not None else 0
+        self.server = await serve(host, port, self.handle)
         sockname = self.server.sockets[0].getsockname()
         self.address = f"{'[' + host + ']' if ':' in host else host}:{sockname[1]}"
 

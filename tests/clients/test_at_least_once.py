@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from broker.embed import BrokerProcess
 from tests.clients.test_group_scenarios import create_topic, everything, start_broker
 from tests.support.agents import Agent, Agents, wait_group
-from tests.support.procs import BrokerProcess
 
 PARTITIONS = 8
 MAX_RECORDS = 50_000

@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
-from tests.support.procs import BrokerProcess
+from broker.embed import BrokerProcess
 
 N = 300
 PARTITIONS = 3

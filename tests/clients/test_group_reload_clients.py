@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 from confluent_kafka.admin import AdminClient
 
+from broker.embed import BrokerProcess
 from tests.clients.test_group_scenarios import create_topic, everything, start_broker
 from tests.support.agents import LIBS, Agents, wait_group
-from tests.support.procs import BrokerProcess
 
 # Longer than a broker restart plus the clients' reconnection backoff on a loaded machine.
 SURVIVE = {"session_timeout_ms": 8000, "max_poll_interval_ms": 30_000}

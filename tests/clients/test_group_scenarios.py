@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.embed import BrokerProcess
 from tests.support.agents import LIBS, Agent, Agents, wait_group
-from tests.support.procs import BrokerProcess
 
 PARTITIONS = 12
 

@@ -38,7 +38,7 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.structs import OffsetAndMetadata as KpOffsetAndMetadata
 from kafka.structs import TopicPartition as KpTopicPartition
 
-from tests.support.procs import BrokerProcess
+from broker.embed import BrokerProcess
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3

@@ -21,9 +21,9 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import MemberToRemove
 
+from broker.embed import BrokerProcess
 from tests.clients.test_group_scenarios import create_topic, everything, start_broker
 from tests.support.agents import Agents, wait_group
-from tests.support.procs import BrokerProcess
 
 # Long enough for a process restart on a loaded machine; nothing in the tests waits for it to pass.
 STATIC = {"session_timeout_ms": 30_000, "max_poll_interval_ms": 30_000}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from kafka.protocol.metadata import MetadataRequest
 
+from broker.embed import BrokerProcess
 from tests.support import groups as g
-from tests.support.procs import BrokerProcess
 from tests.support.raw_client import RawClient
 
 TOPIC = "crash-topic"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
+from broker.embed import BrokerProcess
 from tests.support import data as d
-from tests.support.procs import BrokerProcess
 from tests.support.raw_client import RawClient
 
 

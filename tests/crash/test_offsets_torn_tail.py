@@ -8,10 +8,10 @@ from pathlib import Path
 
 from kafka.protocol.metadata import MetadataRequest
 
+from broker.embed import BrokerProcess
 from protocol import records as rec
 from protocol.javahash import partition_for
 from tests.support import groups as g
-from tests.support.procs import BrokerProcess
 from tests.support.raw_client import RawClient
 
 PARTITIONS = 5  # the broker_proc fixture's --offsets-partitions
@@ -38,6 +38,7 @@ async def _committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
 def test_torn_offsets_tail_is_truncated_and_the_shard_loads(broker_proc: Callable[..., BrokerProcess], tmp_path: Path) -> None:
     group = "torn-group"
     bp = broker_proc()
+    bp.wait_for(lambda r: r.get("event") == "coordinator loaded")  # commits before it get COORDINATOR_LOAD_IN_PROGRESS
     asyncio.run(_commit_all(bp.bootstrap, group, [10, 20, 30]))
     bp.kill()
     partition = partition_for(group, PARTITIONS)

@@ -14,7 +14,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support.procs import BrokerProcess
+from broker.embed import BrokerProcess
 from tests.support.waiting import wait_until
 
 
@@ -28,12 +28,19 @@ OK, FAILED, USAGE, UNREACHABLE, GROUP_ACTIVE = 0, 1, 2, 3, 4
 
 
 def kaflet(bootstrap: str, *args: str, output: str = "json") -> tuple[int, Any, str]:
-    """(exit code, parsed JSON or the text printed, stderr) of one CLI command."""
+    """(exit code, parsed JSON or the text printed, the errors) of one CLI command.
+
+    In JSON mode the errors are in the document on stdout and nothing goes to stderr."""
     cmd = [sys.executable, "-m", "broker", *args, "--bootstrap-server", bootstrap, "--output", output, "--timeout", "10"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     out: Any = done.stdout
-    if output == "json" and done.stdout.strip():
+    if output == "json":
+        assert done.stderr == "", done.stderr
         out = json.loads(done.stdout)
+        if "error" in out and set(out) == {"error"}:  # the command failed as a whole
+            assert out["error"]["exit_code"] == done.returncode
+            return done.returncode, "", out["error"]["message"]
+        return done.returncode, out, "\n".join(out["errors"])
     return done.returncode, out, done.stderr
 
 
@@ -196,3 +203,57 @@ def test_exit_codes_for_usage_and_unreachable_clusters(broker_proc: Callable[...
         timeout=60,
     )
     assert done.returncode == UNREACHABLE and "cannot reach the cluster" in done.stderr
+    code, _, err = kaflet("127.0.0.1:1", "topics", "list")  # JSON mode: the error is a document on stdout
+    assert code == UNREACHABLE and "cannot reach the cluster" in err
+
+
+def test_errors_in_json_mode_are_json_and_tables_print_no_header_before_an_error(broker_proc: Callable[..., BrokerProcess]) -> None:
+    bs = broker_proc().bootstrap
+    code, text, err = kaflet(bs, "groups", "lag", "nosuch", output="table")
+    assert (code, text, err) == (FAILED, "", "Error: Consumer group 'nosuch' does not exist.\n")
+    code, out, err = kaflet(bs, "groups", "lag", "nosuch")
+    assert code == FAILED and out["errors"] == ["Consumer group 'nosuch' does not exist."] and out["groups"][0]["exists"] is False
+    code, out, _ = kaflet(bs, "topics", "list")
+    assert code == OK and out["errors"] == []
+    # a usage error in JSON mode: a document on stdout, exit 2 as in table mode
+    done = subprocess.run(
+        [sys.executable, "-m", "broker", "groups", "reset-offsets", "--group", "g", "--output", "json", "--bootstrap-server", bs],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == USAGE and done.stderr == ""
+    error = json.loads(done.stdout)["error"]
+    assert error["exit_code"] == USAGE and "--topic" in error["message"]
+
+
+def test_groups_describe_a_consumer_protocol_group(broker_proc: Callable[..., BrokerProcess]) -> None:
+    """KIP-848: the group epoch, assignment epoch and assignor; each member's epoch, current and
+    target assignment (from ConsumerGroupDescribe); text mode shows the same columns."""
+    bs = broker_proc("--default-partitions", "3").bootstrap
+    producer = Producer({"bootstrap.servers": bs})
+    producer.produce("kip848-events", value=b"x")
+    assert producer.flush(20) == 0
+    member = Consumer({"bootstrap.servers": bs, "group.id": "new-protocol", "group.protocol": "consumer", "group.remote.assignor": "range"})
+    member.subscribe(["kip848-events"])
+    try:
+        wait_until(lambda: assigned(member) and len(member.assignment()) == 3, timeout=30, message="assignment")
+        code, out, _ = kaflet(bs, "groups", "describe", "new-protocol")
+        [group] = out["groups"]
+        assert code == OK
+        assert (group["type"], group["state"], group["assignor"], group["group_epoch"], group["assignment_epoch"]) == (
+            "consumer",
+            "Stable",
+            "range",
+            1,
+            1,
+        )
+        [m] = group["members"]
+        assert m["member_id"] == member.memberid() and m["member_epoch"] == 1 and m["subscribed_topics"] == ["kip848-events"]
+        assert m["assignment"] == m["target_assignment"] == [{"topic": "kip848-events", "partitions": [0, 1, 2]}]
+        code, text, _ = kaflet(bs, "groups", "describe", "new-protocol", output="table")
+        assert code == OK and "GroupEpoch: 1" in text and "TARGET-ASSIGNMENT" in text and "kip848-events:0,1,2" in text
+        code, out, _ = kaflet(bs, "groups", "list")
+        assert {"group": "new-protocol", "state": "Stable", "protocol_type": "consumer", "type": "consumer"} in out["groups"]
+    finally:
+        member.close()

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from broker import Broker
+from broker.embed import BrokerProcess
 from tests.support import groups as g
 from tests.support.coordinator import NONE, create_topic, serving
 from tests.support.metrics import aget, ascrape, parse, ready
 from tests.support.offsets_log import write_ballast
-from tests.support.procs import BrokerProcess
 from tests.support.waiting import wait_until
 
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
+from broker.embed import BrokerProcess
 from tests.support import groups as g
 from tests.support.coordinator import FENCED_INSTANCE_ID, NONE, form_group
-from tests.support.procs import BrokerProcess
 from tests.support.raw_client import RawClient
 
 REQUEST_FIELDS = {"peer", "client_id", "api", "api_version", "correlation_id"}

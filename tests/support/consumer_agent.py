@@ -145,6 +145,13 @@ def run_confluent(spec: dict[str, Any], out: Reporter, commands: Commands) -> No
     }
     if spec.get("instance_id"):
         conf["group.instance.id"] = spec["instance_id"]
+    if spec.get("group_protocol") == "consumer":
+        # KIP-848: the broker owns the timers and the assignor; librdkafka refuses the classic settings.
+        for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+            conf.pop(key, None)
+        conf["group.protocol"] = "consumer"
+        if spec.get("remote_assignor"):
+            conf["group.remote.assignor"] = spec["remote_assignor"]
     consumer = Consumer(conf)
     progress = Progress()
 

@@ -48,7 +48,8 @@ def _nullable(field: Any, version: int, strategy: st.SearchStrategy[Any]) -> st.
     return st.one_of(st.none(), strategy) if field.nullable_for_version_q(version) else strategy
 
 
-def _simple(field: SimpleField, version: int) -> st.SearchStrategy[Any]:
+def _simple(field: SimpleField, version: int, element: bool = False) -> st.SearchStrategy[Any]:
+    """`element`: an array's item, which is never null (the array itself may be), as in Kafka's readers."""
     kind = field._type
     if kind in _INTS:
         lo, hi = _INTS[kind]
@@ -63,9 +64,11 @@ def _simple(field: SimpleField, version: int) -> st.SearchStrategy[Any]:
         # Bit 31 alone is the "not requested" sentinel (None); real sets use bits 0..30.
         return st.one_of(st.none(), st.sets(st.integers(0, 30), max_size=5))
     if isinstance(kind, String):
-        return _nullable(field, version, st.text(max_size=MAX_TEXT))
+        text = st.text(max_size=MAX_TEXT)
+        return text if element else _nullable(field, version, text)
     if kind is Bytes:
-        return _nullable(field, version, st.binary(max_size=MAX_TEXT))
+        raw = st.binary(max_size=MAX_TEXT)
+        return raw if element else _nullable(field, version, raw)
     raise TypeError(f"no strategy for field {field.name} of type {field.type_str}")
 
 
@@ -74,7 +77,7 @@ def field_strategy(field: Any, version: int) -> st.SearchStrategy[Any]:
         items = st.lists(struct(field.array_of, version), max_size=MAX_ITEMS)
         return _nullable(field, version, items)
     if isinstance(field, ArrayField):
-        items = st.lists(_simple(field.array_of, version), max_size=MAX_ITEMS)
+        items = st.lists(_simple(field.array_of, version, element=True), max_size=MAX_ITEMS)
         return _nullable(field, version, items)
     if isinstance(field, StructField):
         return _nullable(field, version, struct(field, version))

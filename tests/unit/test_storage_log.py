@@ -211,7 +211,9 @@ def test_recovery_truncates_a_torn_tail_and_warns(tmp_path: Path) -> None:
     log.close()
 
 
-def test_recovery_drops_a_corrupt_batch_and_everything_after(tmp_path: Path) -> None:
+def test_recovery_cuts_a_corrupt_batch_and_keeps_everything_after(tmp_path: Path) -> None:
+    """Issue 11: a bad batch followed by valid ones is cut out (ERROR with file and position);
+    only a bad region that reaches the end of the file is a torn tail to truncate."""
     log = open_log(tmp_path, segment_bytes=1500)
     for _ in range(30):
         log.append(batch(1, size=100))
@@ -223,9 +225,39 @@ def test_recovery_drops_a_corrupt_batch_and_everything_after(tmp_path: Path) -> 
     size = r.read_header(data).size
     data[size + 70] ^= 0xFF  # a flipped bit in the second batch's records: CRC mismatch
     first.write_bytes(bytes(data))
-    log = open_log(tmp_path, clean=False, rp=0)
-    assert log.log_end_offset == 1 and len(log.segments) == 1 < n_segments
-    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log")) == ["00000000000000000000.log"]
+    with capture_logs() as logs:
+        log = open_log(tmp_path, clean=False, rp=0)
+    cut = next(e for e in logs if e["event"] == "cutting a corrupt region out of a segment")
+    assert cut["log_level"] == "error" and cut["file"] == str(first) and cut["position"] == size and cut["bytes_cut"] == size
+    assert log.log_end_offset == 30 and len(log.segments) == n_segments
+    assert [h.base_offset for _b, _p, h in log.iter_batches()] == [0, *range(2, 30)]
+    assert offsets_in(log.read(1, 10_000))[:2] == [2, 3]  # a fetch of the lost offset gets the next batch
+    log.close()
+
+
+def test_iter_batches_skips_a_corrupt_batch_of_a_closed_segment(tmp_path: Path) -> None:
+    """After a clean shutdown nothing re-validates closed segments: the readers skip a bad batch
+    (ERROR with file and position) and go on with the next valid one, with or without CRCs."""
+    log = open_log(tmp_path, segment_bytes=1500)
+    for _ in range(30):
+        log.append(batch(1, size=100))
+    rp = log.log_end_offset
+    log.close()
+    first = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(first.read_bytes())
+    size = r.read_header(data).size
+    data[3 * size + 70] ^= 0xFF  # batch 3: CRC mismatch
+    data[5 * size + 8 : 5 * size + 24] = b"\xff" * 16  # batch 5: an implausible header
+    first.write_bytes(bytes(data))
+    log = open_log(tmp_path, rp=rp)
+    with capture_logs() as logs:
+        verified = [h.base_offset for _b, _p, h in log.iter_batches(verify=True)]
+        plain = [h.base_offset for _b, _p, h in log.iter_batches()]
+    assert verified == [0, 1, 2, 4, *range(6, 30)]
+    assert plain == [0, 1, 2, 3, 4, *range(6, 30)]
+    errors = [(e["file"], e["position"], e["reason"]) for e in logs if e["event"] == "skipping corrupt log data"]
+    assert errors[:2] == [(str(first), 3 * size, "CRC-32C mismatch"), (str(first), 5 * size, errors[1][2])]
+    assert len(errors) == 3 and log.corrupt_regions == 3
     log.close()
 
 

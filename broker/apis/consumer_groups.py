@@ -1,0 +1,256 @@
+"""ConsumerGroupHeartbeat v0-v1 (KH-1..KH-16) and ConsumerGroupDescribe v0-v1 (KD-1): KIP-848.
+
+KH-2 is checked here, before the request is routed to its shard (Kafka 4.0 does the same);
+everything else is the shard's (broker/coordinator/consumer/manager.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from broker.context import RequestContext
+from broker.coordinator.consumer.group import ConsumerGroup, Partitions
+from broker.coordinator.consumer.manager import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, HeartbeatRequest, compile_regex
+from broker.coordinator.errors import CoordinatorError, map_append_error
+from broker.registry import api
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.kip848 import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+
+_HbAssignment = ConsumerGroupHeartbeatResponse.Assignment
+_HbTopic = _HbAssignment.TopicPartitions
+_Described = ConsumerGroupDescribeResponse.DescribedGroup
+_Member = _Described.Member
+_Assignment = _Member.Assignment
+_Topic = _Assignment.TopicPartitions
+
+INT32_MIN = -(2**31)
+# AclOperation READ(3), DELETE(6), DESCRIBE(8): what an authorizer-less Kafka reports for a group.
+GROUP_OPERATIONS_BITS = (1 << 3) | (1 << 6) | (1 << 8)
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def _hb_response(version: int, code: ErrorCode, message: str | None = None, **fields: Any) -> Any:
+    return ConsumerGroupHeartbeatResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=message,
+        member_id=fields.get("member_id"),
+        member_epoch=fields.get("member_epoch", 0),
+        heartbeat_interval_ms=fields.get("heartbeat_interval_ms", 0),
+        assignment=fields.get("assignment"),
+    )
+
+
+def _hb_error(request: Any, code: ErrorCode) -> Any:
+    return _hb_response(request.version, code, code.message)
+
+
+def _blank(text: str | None) -> bool:
+    return text is not None and text.strip() == ""
+
+
+def validate_heartbeat(request: Any, version: int, assignor_names: list[str]) -> tuple[ErrorCode, str] | None:
+    """KH-2 (v0: the pinned rules; v1: KIP-1082's required member id and KIP-848's regex)."""
+    epoch = request.member_epoch
+    regex = request.subscribed_topic_regex if version >= 1 else None
+    invalid = ErrorCode.INVALID_REQUEST
+    if version >= 1 and request.member_id.strip() == "":
+        return invalid, "MemberId can't be empty."
+    if _blank(request.group_id):
+        return invalid, "GroupId can't be empty."
+    if _blank(request.instance_id):
+        return invalid, "InstanceId can't be empty."
+    if _blank(request.rack_id):
+        return invalid, "RackId can't be empty."
+    if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+        if request.member_id.strip() == "":
+            return invalid, "MemberId can't be empty."
+    elif epoch == 0:
+        if request.rebalance_timeout_ms == -1:
+            return invalid, "RebalanceTimeoutMs must be provided in first request."
+        if request.topic_partitions is None or request.topic_partitions:
+            return invalid, "TopicPartitions must be empty when (re-)joining."
+        if version == 0 and not request.subscribed_topic_names:
+            return invalid, "SubscribedTopicNames must be set in first request."
+        if version >= 1 and request.subscribed_topic_names is None and regex is None:
+            return invalid, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if request.member_id.strip() == "":
+            return invalid, "MemberId can't be empty."
+        if request.instance_id is None:
+            return invalid, "InstanceId can't be null."
+    else:
+        return invalid, "MemberEpoch is invalid."
+    if request.server_assignor is not None and request.server_assignor not in assignor_names:
+        return (
+            ErrorCode.UNSUPPORTED_ASSIGNOR,
+            f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: {', '.join(assignor_names)}.",
+        )
+    if regex is not None:
+        try:
+            compile_regex(regex)
+        except ValueError as exc:
+            return ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}."
+    return None
+
+
+def _assignment(parts: Partitions) -> Any:
+    return _HbAssignment(
+        topic_partitions=[_HbTopic(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(parts.items(), key=lambda kv: kv[0].bytes)]
+    )
+
+
+@api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, error_response=_hb_error)
+def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    coordinator = ctx.broker.coordinator
+    if not coordinator.active:
+        return _hb_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message)
+    names = ctx.broker.config.group_consumer_assignors.split(",")
+    invalid = validate_heartbeat(request, version, names)
+    if invalid is not None:
+        return _hb_response(version, invalid[0], invalid[1])
+    try:
+        shard = coordinator.shard_for(request.group_id)
+    except CoordinatorError as exc:
+        return _hb_response(version, exc.code, exc.code.message)
+    owned = None
+    if request.topic_partitions is not None:
+        owned = [(tp.topic_id or NO_TOPIC_ID, list(tp.partitions)) for tp in request.topic_partitions]
+    req = HeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed_topic_names=list(request.subscribed_topic_names) if request.subscribed_topic_names is not None else None,
+        subscribed_topic_regex=request.subscribed_topic_regex if version >= 1 else None,
+        server_assignor=request.server_assignor,
+        topic_partitions=owned,
+        client_id=ctx.client_id or "",
+        client_host=ctx.client_host,
+        api_version=version,
+    )
+    coordinator.stats.consumer_heartbeats += 1
+    try:
+        result, waiter = shard.consumer.heartbeat(req)
+    except CoordinatorError as exc:
+        code = map_append_error(exc.code)
+        message = exc.args[0] if exc.args and exc.args[0] != exc.code.name and code is exc.code else code.message
+        return _hb_response(version, code, message)
+    response = _hb_response(
+        version,
+        ErrorCode.NONE,
+        None,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms,
+        assignment=_assignment(result.assignment) if result.assignment is not None else None,
+    )
+    if waiter is None:
+        return response
+
+    async def durable() -> Any:
+        try:
+            await waiter
+        except Exception:
+            return _hb_response(version, ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR.message)
+        return response
+
+    return durable()
+
+
+# -- ConsumerGroupDescribe ------------------------------------------------------------------
+
+
+def _describe_error(request: Any, code: ErrorCode) -> Any:
+    return ConsumerGroupDescribeResponse(
+        version=request.version,
+        throttle_time_ms=0,
+        groups=[_error_group(g or "", code, code.message) for g in request.group_ids],
+    )
+
+
+def _error_group(group_id: str, code: ErrorCode, message: str | None) -> Any:
+    return _Described(
+        error_code=code,
+        error_message=message,
+        group_id=group_id,
+        group_state="",
+        group_epoch=0,
+        assignment_epoch=0,
+        assignor_name="",
+        members=[],
+        authorized_operations=INT32_MIN,
+    )
+
+
+def describe_group(broker: Any, group: ConsumerGroup, include_ops: bool, default_assignor: str) -> Any:
+    """KD-1: one described consumer group."""
+    topics = broker.topics
+
+    def assignment(parts: Partitions) -> Any:
+        out = []
+        for topic_id, ps in sorted(parts.items(), key=lambda kv: kv[0].bytes):
+            topic = topics.get_by_id(topic_id)
+            if topic is not None:
+                out.append(_Topic(topic_id=topic_id, topic_name=topic.name, partitions=sorted(ps)))
+        return _Assignment(topic_partitions=out)
+
+    members = [
+        _Member(
+            member_id=m.member_id,
+            instance_id=m.instance_id,
+            rack_id=m.rack_id,
+            member_epoch=m.member_epoch,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            subscribed_topic_names=list(m.subscribed_topic_names),
+            subscribed_topic_regex=m.subscribed_topic_regex,
+            assignment=assignment(m.assigned),
+            target_assignment=assignment(group.target.get(m.member_id, {})),
+            member_type=0 if m.uses_classic_protocol else 1,
+        )
+        for m in group.members.values()
+    ]
+    return _Described(
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        group_id=group.group_id,
+        group_state=group.state,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignor_name=group.preferred_assignor(default_assignor),
+        members=members,
+        authorized_operations=GROUP_OPERATIONS_BITS if include_ops else INT32_MIN,
+    )
+
+
+@api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, error_response=_describe_error)
+def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.broker.coordinator
+    default = ctx.broker.config.group_consumer_assignors.split(",")[0]
+    described = []
+    for group_id in dict.fromkeys(request.group_ids):  # each requested group appears once
+        if not group_id:
+            described.append(_error_group(group_id or "", ErrorCode.INVALID_GROUP_ID, ErrorCode.INVALID_GROUP_ID.message))
+            continue
+        try:
+            shard = coordinator.shard_for(group_id)
+        except CoordinatorError as exc:
+            described.append(_error_group(group_id, exc.code, exc.code.message))
+            continue
+        group = shard.consumer_groups.get(group_id)
+        if group is None:
+            message = f"Group {group_id} is not a consumer group." if group_id in shard.groups else f"Group {group_id} not found."
+            described.append(_error_group(group_id, ErrorCode.GROUP_ID_NOT_FOUND, message))
+            continue
+        described.append(describe_group(ctx.broker, group, request.include_authorized_operations, default))
+    return ConsumerGroupDescribeResponse(version=ctx.api_version, throttle_time_ms=0, groups=described)
+
+
+__all__ = ["handle_consumer_group_describe", "handle_consumer_group_heartbeat", "validate_heartbeat"]

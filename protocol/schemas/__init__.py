@@ -1,0 +1,1 @@
+"""Kafka's JSON message schemas for APIs kafka-python does not define (read by `protocol.kip848`)."""

@@ -1,0 +1,298 @@
+"""Spec 6.1-6.4: ConsumerGroupHeartbeat (KH-1..KH-16), driven over raw connections."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from broker import Broker
+from tests.support.consumer_groups import (
+    FENCED_INSTANCE_ID,
+    FENCED_MEMBER_EPOCH,
+    GROUP_ID_NOT_FOUND,
+    GROUP_MAX_SIZE_REACHED,
+    INVALID_REGULAR_EXPRESSION,
+    INVALID_REQUEST,
+    NONE,
+    UNKNOWN_MEMBER_ID,
+    UNRELEASED_INSTANCE_ID,
+    UNSUPPORTED_ASSIGNOR,
+    CgMember,
+    assignment_of,
+    converge,
+    describe_one,
+    heartbeat,
+)
+
+
+def topic_id(broker: Broker, name: str) -> uuid.UUID:
+    return broker.topics.get(name).topic_id
+
+
+async def test_kh_1_apis_advertised(broker: Broker, raw: Any) -> None:
+    from protocol.apis import request_class
+
+    client = await raw()
+    resp = await client.request(request_class(18)(version=3, client_software_name="t", client_software_version="1"), version=3)
+    keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert keys[68] == (0, 1) and keys[69] == (0, 1)
+
+
+INVALID = [
+    (dict(group="  ", epoch=0, rebalance_timeout_ms=1, topics=["t"], owned={}), "GroupId can't be empty."),
+    (dict(instance_id=" ", epoch=0, rebalance_timeout_ms=1, topics=["t"], owned={}), "InstanceId can't be empty."),
+    (dict(rack_id="", epoch=0, rebalance_timeout_ms=1, topics=["t"], owned={}), "RackId can't be empty."),
+    (dict(epoch=0, topics=["t"], owned={}), "RebalanceTimeoutMs must be provided in first request."),
+    (dict(epoch=0, rebalance_timeout_ms=1, topics=["t"]), "TopicPartitions must be empty when (re-)joining."),
+    (dict(epoch=0, rebalance_timeout_ms=1, topics=["t"], owned={uuid.uuid4(): [0]}), "TopicPartitions must be empty when (re-)joining."),
+    (dict(epoch=-2, member_id="m"), "InstanceId can't be null."),
+    (dict(epoch=-3, member_id="m"), "MemberEpoch is invalid."),
+]
+
+
+@pytest.mark.parametrize(("kw", "message"), INVALID)
+async def test_kh_2_invalid_requests(raw: Any, kw: dict[str, Any], message: str) -> None:
+    client = await raw()
+    kw = dict(kw)
+    group = kw.pop("group", "g")
+    member_id = kw.pop("member_id", "m-1")
+    epoch = kw.pop("epoch")
+    resp = await heartbeat(client, group, member_id, epoch, **kw)
+    assert (resp.error_code, resp.error_message) == (INVALID_REQUEST, message)
+
+
+async def test_kh_2_member_id_required_from_v1_and_for_positive_epochs(raw: Any) -> None:
+    client = await raw()
+    resp = await heartbeat(client, "g", "", 0, version=1, rebalance_timeout_ms=1, topics=["t"], owned={})
+    assert (resp.error_code, resp.error_message) == (INVALID_REQUEST, "MemberId can't be empty.")
+    resp = await heartbeat(client, "g", "", 3, version=0)
+    assert (resp.error_code, resp.error_message) == (INVALID_REQUEST, "MemberId can't be empty.")
+    resp = await heartbeat(client, "g", "", 0, version=0, rebalance_timeout_ms=1, topics=[], owned={})
+    assert (resp.error_code, resp.error_message) == (INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+
+
+async def test_kh_2_unsupported_assignor_and_bad_regex(raw: Any) -> None:
+    client = await raw()
+    resp = await heartbeat(client, "g", "m", 0, rebalance_timeout_ms=1, topics=["t"], owned={}, assignor="sticky")
+    assert resp.error_code == UNSUPPORTED_ASSIGNOR
+    assert resp.error_message == "ServerAssignor sticky is not supported. Supported assignors: uniform, range."
+    resp = await heartbeat(client, "g", "m", 0, rebalance_timeout_ms=1, regex="(", owned={})
+    assert resp.error_code == INVALID_REGULAR_EXPRESSION
+
+
+async def test_kh_3_unknown_group_with_positive_epoch(raw: Any) -> None:
+    client = await raw()
+    resp = await heartbeat(client, "nope", "m", 3)
+    assert resp.error_code == GROUP_ID_NOT_FOUND
+
+
+async def test_kh_4_group_max_size(broker: Broker, raw: Any) -> None:
+    broker.config.group_consumer_max_size = 1
+    broker.topics.create("t", 2)
+    client = await raw()
+    a = CgMember(client, "g", ["t"])
+    assert (await a.join()).error_code == NONE
+    b = CgMember(client, "g", ["t"])
+    assert (await b.join()).error_code == GROUP_MAX_SIZE_REACHED
+    assert (await a.beat()).error_code == NONE  # a member already in the group still heartbeats
+
+
+async def test_kh_5_server_generated_id_v0_and_client_id_v1(broker: Broker, raw: Any) -> None:
+    broker.topics.create("t", 1)
+    client = await raw()
+    resp = await heartbeat(client, "g", "", 0, version=0, rebalance_timeout_ms=1000, topics=["t"], owned={})
+    assert resp.error_code == NONE
+    assert len(resp.member_id) == 22 and "=" not in resp.member_id  # Kafka's Uuid.toString()
+    resp = await heartbeat(client, "g", "client-chosen", 0, version=1, rebalance_timeout_ms=1000, topics=["t"], owned={})
+    assert (resp.error_code, resp.member_id) == (NONE, "client-chosen")
+
+
+async def test_kh_6_unknown_member_with_positive_epoch(broker: Broker, raw: Any) -> None:
+    broker.topics.create("t", 1)
+    client = await raw()
+    await CgMember(client, "g", ["t"]).join()
+    resp = await heartbeat(client, "g", "stranger", 1)
+    assert resp.error_code == UNKNOWN_MEMBER_ID
+
+
+async def test_kh_7_epoch_fencing_and_lost_response_retry(broker: Broker, raw: Any) -> None:
+    broker.topics.create("foo", 4)
+    client = await raw()
+    a = CgMember(client, "g", ["foo"], assignor="range")
+    await a.join()
+    assert a.epoch == 1
+    b = CgMember(client, "g", ["foo"], assignor="range")
+    await b.join()
+    await converge([a, b])
+    e = a.epoch
+    foo = topic_id(broker, "foo")
+    assert (await heartbeat(client, "g", a.member_id, e + 1)).error_code == FENCED_MEMBER_EPOCH
+    # The previous epoch is accepted only with owned partitions that are a subset of the assignment.
+    d = await describe_one(client, "g")
+    member = next(m for m in d.members if m.member_id == a.member_id)
+    previous = e - 1 if e > 1 else 0
+    resp = await heartbeat(client, "g", a.member_id, previous)
+    assert resp.error_code == FENCED_MEMBER_EPOCH
+    assert member.member_epoch == e
+    assert foo in a.owned
+    # a fenced heartbeat does not remove the member
+    assert (await heartbeat(client, "g", a.member_id, e, owned=dict(a.owned))).error_code == NONE
+
+
+async def test_kh_7_retry_with_previous_epoch_accepted(broker: Broker, raw: Any) -> None:
+    """A member whose epoch-bump response was lost retries with its previous epoch and a subset
+    of its partitions: accepted, answered with the current epoch."""
+    broker.topics.create("foo", 2)
+    client = await raw()
+    a = CgMember(client, "g", ["foo"])
+    resp = await a.join()
+    assert resp.member_epoch == 1
+    foo = topic_id(broker, "foo")
+    # Retried join (epoch 0 again, previous epoch 0 for a member created at epoch 0): accepted.
+    retry = await heartbeat(client, "g", a.member_id, 0, rebalance_timeout_ms=1000, topics=["foo"], owned={})
+    assert (retry.error_code, retry.member_epoch) == (NONE, 1)
+    # Bump to epoch 2 (topic grows), then "lose" the response and retry with epoch 1.
+    broker.topics.add_partitions("foo", 3)
+    bumped = await heartbeat(client, "g", a.member_id, 1, owned={foo: [0, 1]})
+    assert (bumped.error_code, bumped.member_epoch) == (NONE, 2)
+    retry = await heartbeat(client, "g", a.member_id, 1, owned={foo: [0]})
+    assert (retry.error_code, retry.member_epoch) == (NONE, 2)
+    assert (await heartbeat(client, "g", a.member_id, 1, owned={foo: [0, 5]})).error_code == FENCED_MEMBER_EPOCH
+    assert (await heartbeat(client, "g", a.member_id, 1)).error_code == FENCED_MEMBER_EPOCH
+
+
+async def test_kh_8_epoch_bumps_on_subscription_and_topic_changes(broker: Broker, raw: Any) -> None:
+    broker.topics.create("foo", 2)
+    client = await raw()
+    a = CgMember(client, "g", ["foo", "later"])
+    await a.join()
+    assert (await describe_one(client, "g")).group_epoch == 1
+    await a.beat()
+    assert (await describe_one(client, "g")).group_epoch == 1  # no change, no bump
+    broker.topics.create("later", 1)  # a subscribed topic is created
+    await a.beat()
+    assert (await describe_one(client, "g")).group_epoch == 2
+    broker.topics.add_partitions("foo", 3)  # grows
+    await a.beat()
+    assert (await describe_one(client, "g")).group_epoch == 3
+    broker.topics.delete("later")  # is deleted
+    await a.beat()
+    d = await describe_one(client, "g")
+    assert d.group_epoch == 4
+    broker.topics.create("other", 1)  # not subscribed: nothing
+    await a.beat()
+    assert (await describe_one(client, "g")).group_epoch == 4
+
+
+async def test_kh_9_kh_11_kh_13_first_join(broker: Broker, raw: Any) -> None:
+    broker.topics.create("foo", 6)
+    broker.topics.create("bar", 3)
+    client = await raw()
+    resp = await heartbeat(client, "g", "m-1", 0, rebalance_timeout_ms=5000, topics=["foo", "bar"], assignor="range", owned={})
+    assert (resp.error_code, resp.member_epoch, resp.heartbeat_interval_ms) == (NONE, 1, broker.config.group_consumer_heartbeat_interval_ms)
+    assert assignment_of(resp) == {topic_id(broker, "foo"): list(range(6)), topic_id(broker, "bar"): list(range(3))}
+    d = await describe_one(client, "g")
+    assert (d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == ("Stable", 1, 1, "range")
+    # KH-11: a heartbeat that is not full and changes nothing carries no assignment
+    resp = await heartbeat(client, "g", "m-1", 1, owned={topic_id(broker, "foo"): list(range(6)), topic_id(broker, "bar"): [0, 1, 2]})
+    assert resp.assignment is None
+
+
+@pytest.mark.broker_config(group_consumer_heartbeat_interval_ms=5000)
+async def test_kh_11_heartbeat_interval_from_config(broker: Broker, raw: Any) -> None:
+    broker.topics.create("t", 1)
+    client = await raw()
+    resp = await CgMember(client, "g", ["t"]).join()
+    assert resp.heartbeat_interval_ms == 5000
+
+
+async def test_kh_13_second_member_waits_for_revocation(broker: Broker, raw: Any) -> None:
+    broker.topics.create("foo", 4)
+    client = await raw()
+    a = CgMember(client, "g", ["foo"], assignor="range", member_id="a")
+    b = CgMember(client, "g", ["foo"], assignor="range", member_id="b")
+    await a.join()
+    resp = await b.join()
+    assert (resp.member_epoch, assignment_of(resp)) == (2, {})  # nothing free yet (KR-3)
+    d = await describe_one(client, "g")
+    assert (d.group_epoch, d.assignment_epoch, d.group_state) == (2, 2, "Reconciling")
+    resp = await a.beat()  # told to revoke foo-2, foo-3, at its old epoch
+    assert resp.member_epoch == 1 and a.owned == {topic_id(broker, "foo"): [0, 1]}
+    resp = await b.beat()
+    assert assignment_of(resp) in (None, {})  # still not released: a has not acknowledged
+    await a.beat()  # acknowledges
+    resp = await b.beat()
+    assert assignment_of(resp) == {topic_id(broker, "foo"): [2, 3]}
+    await converge([a, b])
+
+
+async def test_kh_14_leave(broker: Broker, raw: Any) -> None:
+    broker.topics.create("t", 2)
+    client = await raw()
+    a = CgMember(client, "g", ["t"])
+    await a.join()
+    resp = await heartbeat(client, "other", a.member_id, -1)
+    assert resp.error_code == GROUP_ID_NOT_FOUND
+    resp = await heartbeat(client, "g", "stranger", -1)
+    assert resp.error_code == UNKNOWN_MEMBER_ID
+    resp = await a.leave()
+    assert (resp.error_code, resp.member_id, resp.member_epoch) == (NONE, a.member_id, -1)
+    d = await describe_one(client, "g")
+    assert (d.group_state, d.group_epoch, d.members) == ("Empty", 2, [])
+
+
+async def test_kh_15_static_temporary_leave_keeps_assignment(broker: Broker, raw: Any) -> None:
+    broker.topics.create("t", 4)
+    client = await raw()
+    a = CgMember(client, "g", ["t"], instance_id="i-a", member_id="a")
+    b = CgMember(client, "g", ["t"], instance_id="i-b", member_id="b")
+    await a.join()
+    await b.join()
+    await converge([a, b])
+    before = await describe_one(client, "g")
+    kept = a.owned
+    resp = await heartbeat(client, "g", "a", -2, instance_id="wrong")
+    assert resp.error_code == UNKNOWN_MEMBER_ID
+    resp = await heartbeat(client, "g", "x", -2, instance_id="i-a")
+    assert resp.error_code == FENCED_INSTANCE_ID
+    resp = await a.leave(-2)
+    assert (resp.error_code, resp.member_epoch) == (NONE, -2)
+    d = await describe_one(client, "g")
+    assert d.group_epoch == before.group_epoch  # no bump
+    # KH-16: a second instance while the first has not left is refused...
+    c = CgMember(client, "g", ["t"], instance_id="i-b", member_id="c")
+    assert (await c.join()).error_code == UNRELEASED_INSTANCE_ID
+    # ...but the released one gets its partitions back at the current epoch, without a bump.
+    a2 = CgMember(client, "g", ["t"], instance_id="i-a", member_id="a2")
+    resp = await a2.join()
+    assert resp.error_code == NONE and a2.owned == kept
+    d = await describe_one(client, "g")
+    assert d.group_epoch == before.group_epoch
+    assert {m.member_id for m in d.members} == {"a2", "b"}
+
+
+async def test_kh_16_static_member_epoch_checks(broker: Broker, raw: Any) -> None:
+    broker.topics.create("t", 1)
+    client = await raw()
+    a = CgMember(client, "g", ["t"], instance_id="i-a", member_id="a")
+    await a.join()
+    assert (await heartbeat(client, "g", "a", 1, instance_id="i-x")).error_code == UNKNOWN_MEMBER_ID
+    assert (await heartbeat(client, "g", "z", 1, instance_id="i-a")).error_code == FENCED_INSTANCE_ID
+    assert (await heartbeat(client, "g", "a", 9, instance_id="i-a")).error_code == FENCED_MEMBER_EPOCH
+
+
+async def test_regex_subscription_resolved_and_re_resolved(broker: Broker, raw: Any) -> None:
+    broker.topics.create("orders-1", 2)
+    broker.topics.create("payments", 1)
+    client = await raw()
+    a = CgMember(client, "g", regex="orders-.*")
+    resp = await a.join()
+    assert assignment_of(resp) == {topic_id(broker, "orders-1"): [0, 1]}
+    broker.topics.create("orders-2", 1)
+    await a.beat()
+    await converge([a])
+    assert a.owned == {topic_id(broker, "orders-1"): [0, 1], topic_id(broker, "orders-2"): [0]}
+    d = await describe_one(client, "g")
+    assert d.members[0].subscribed_topic_regex == "orders-.*"
