@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 #   installed without recommended packages and its service is never started (see apt-deps).
 APT_PACKAGES := kcat prometheus
 
-.PHONY: run test test-fast bench lint apt-deps java clean
+.PHONY: run test test-fast bench fuzz lint apt-deps java clean
 
 # kaflet needs Python 3.11 or newer: say so before anything is created.
 define CHECK_PYTHON
@@ -87,6 +87,14 @@ test-fast: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test java
 	@$(COMPILE)
 	$(BIN)/python -m bench
+
+# The protocol fuzzer at length (tests/support/fuzz.py): FUZZ_SEED picks the mutations (default:
+# the time), FUZZ_FRAMES and FUZZ_SECONDS bound the run; exit status 1 when the broker misbehaved.
+FUZZ_SEED ?= $(shell date +%s)
+FUZZ_FRAMES ?= 5000000
+FUZZ_SECONDS ?= 1800
+fuzz: $(VENV)/.installed-test
+	FUZZ_SEED=$(FUZZ_SEED) FUZZ_FRAMES=$(FUZZ_FRAMES) FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m tests.support.fuzz
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

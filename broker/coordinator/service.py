@@ -37,6 +37,7 @@ class CoordinatorStats:
         self.rebalances_completed = 0
         # KIP-848 consumer groups
         self.consumer_heartbeats = 0
+        self.consumer_epoch_bumps = 0
         self.consumer_members_fenced = 0
         self.consumer_reconciliations = 0
         self.on_rebalance: list[Callable[[ClassicGroup, float], Any]] = []

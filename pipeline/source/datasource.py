@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter, DataSourceWriter
 from pyspark.sql.types import StructType
 
 from pipeline.source.kafka import SourceError, admin_for
@@ -33,6 +33,21 @@ class KafletDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return BatchReader(parse_read(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from pipeline.source.stream import StreamReader
+
+        return StreamReader(parse_read(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pipeline.source.write import BatchWriter
+
+        return BatchWriter(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pipeline.source.write import StreamWriter
+
+        return StreamWriter(self.options, schema, overwrite)
 
 
 def executor_group(opts: ReadOptions) -> str:

@@ -7,6 +7,7 @@ ships to executors in each task's offset range.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 from pipeline.source.options import EARLIEST, LATEST, OffsetSpec, ReadOptions, Subscription, spelt
 
+LOG = logging.getLogger("pipeline.source.kafka")
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
 
@@ -35,6 +37,8 @@ def client_config(bootstrap: str, kafka: dict[str, str], group_id: str) -> dict[
         # An offset out of range is data loss to report, never something to reset silently.
         "auto.offset.reset": "error",
         "allow.auto.create.topics": False,
+        # librdkafka's own log lines go to Python logging, not straight to the worker's stderr.
+        "logger": LOG,
     }
     conf.update(kafka)
     return conf

@@ -116,8 +116,8 @@ def read_range(
     """Yield the records of [r.start, r.until) of one partition as Arrow batches."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    if r.size <= 0:
-        return
+    if not isinstance(r, OffsetRange) or r.size <= 0:
+        return  # Spark runs one task with a bare InputPartition when there are no ranges at all
     errors: list[str] = []
     conf = client_config(bootstrap, kafka, group_id)
     conf.update({"enable.partition.eof": True, "error_cb": lambda e: errors.append(str(e))})
@@ -157,7 +157,7 @@ def read_range(
                             raise _loss(r, expected, min(max(low, expected), r.until), f"the log now holds [{low}, {high})")
                         if expected < low < r.until:
                             expected = low
-                            consumer.seek(TopicPartition(r.topic, r.partition, low))
+                            consumer.assign([TopicPartition(r.topic, r.partition, low)])  # seek fails in this error state
                             break
                         expected = r.until
                         break
