@@ -154,6 +154,10 @@ class Config:
     max_connections_per_ip: int = _opt(2_147_483_647, "max.connections.per.ip: connections from one address beyond it are refused")
     queued_max_request_bytes: int = _opt(-1, "queued.max.request.bytes: stop reading requests while more are in flight (-1: no limit)")
     request_read_timeout_ms: int = _opt(30_000, "close a connection whose started request frame has not arrived within this (0: never)")
+    # Corruption at rest (issue 11): not a Kafka setting; Kafka trusts data below its recovery point.
+    verify_on_start: bool = _opt(
+        False, "CRC-check every segment and index at start-up, cut out corrupt batches and rebuild indexes (kaflet check --repair)"
+    )
     # Kafka's defaults (issue 10): KAFKA_DEFAULTS above lists what this restores.
     kafka_defaults: bool = _opt(False, "use Kafka's value for every default kaflet changes (KAFKA_DEFAULTS) unless set explicitly")
     # Not a flag: the fields a user set explicitly (flag or variable), which --kafka-defaults
