@@ -231,8 +231,9 @@ def _render_parts(parts: list[dict[str, Any]]) -> str:
     return " ".join(f"{a['topic']}:{','.join(map(str, a['partitions']))}" for a in parts) or "-"
 
 
-def _describe_consumer_group(d: Any) -> tuple[dict[str, Any], str]:
-    """A KIP-848 group: its epochs, assignor, and each member's epoch, current and target assignment."""
+def _describe_consumer_group(d: Any, admin: Any) -> tuple[dict[str, Any], str]:
+    """A KIP-848 group: its epochs, assignor, and each member's epoch, current and target assignment and
+    assigned lag (issue 13)."""
     members = [
         {
             "member_id": m.member_id,
@@ -247,6 +248,10 @@ def _describe_consumer_group(d: Any) -> tuple[dict[str, Any], str]:
         }
         for m in d.members
     ]
+    if members:
+        lags = _assigned_lags(admin, d.group_id, members)
+        for m in members:
+            m["assigned_lag"] = lags.get(m["member_id"])
     out = {
         "group": d.group_id,
         "exists": True,
@@ -272,10 +277,11 @@ def _describe_consumer_group(d: Any) -> tuple[dict[str, Any], str]:
             m["member_epoch"],
             _render_parts(m["assignment"]),
             _render_parts(m["target_assignment"]),
+            m["assigned_lag"],
         ]
         for m in members
     ]
-    headers = ["GROUP", "MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT"]
+    headers = ["GROUP", "MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT", "ASSIGNED-LAG"]
     return out, head + "\n" + table(headers, rows)
 
 
@@ -288,7 +294,7 @@ def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
     blocks = []
     for group_id in args.groups:
         if group_id in consumer_groups:
-            summary, block = _describe_consumer_group(consumer_groups[group_id])
+            summary, block = _describe_consumer_group(consumer_groups[group_id], admin)
             out.append(summary)
             blocks.append(block)
             continue
