@@ -174,7 +174,7 @@ def test_a_new_data_dir_logs_no_unclean_shutdown_and_a_restart_a_clean_one(tmp_p
         assert first["new_data"] is True and "clean_shutdown" not in first and first["existing_partitions"] == 0
         bp.restart()
         again = bp.wait_for(lambda r: r.get("event") == "logs loaded")
-        assert again["clean_shutdown"] is True and again["existing_partitions"] == 3
+        assert again["clean_shutdown"] is True and again["existing_partitions"] == again["partitions"] > 0
     finally:
         bp.stop()
 

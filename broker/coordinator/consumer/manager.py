@@ -40,6 +40,9 @@ from broker.coordinator.consumer.group import (
     from_partitions,
     new_member_id,
 )
+from broker.coordinator.consumer.lag import GROUP_CONFIG as LAG_CONFIG
+from broker.coordinator.consumer.lag import MODES as LAG_MODES
+from broker.coordinator.consumer.lag import lag_function
 from broker.coordinator.consumer.migration import Migration
 from broker.coordinator.consumer.reconcile import next_assignment
 from broker.coordinator.errors import CoordinatorError
@@ -568,13 +571,18 @@ class ConsumerGroupManager:
         records.append(
             (key_of(orec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, group.group_id), orec.consumer_group_epoch_value(group_epoch))
         )
+        elapsed_ms = round((time.monotonic() - started) * 1000, 2)
+        member_lags = assignors.base.member_lags(result, spec.lag)
         log.info(
             "target assignment computed",
             group=group.group_id,
             group_epoch=group_epoch,
             assignor=name,
             members=len(members),
-            ms=round((time.monotonic() - started) * 1000, 2),
+            ms=elapsed_ms,
+            lag_spread=max(member_lags.values()) - min(member_lags.values()) if member_lags else 0,
+            lag_max=max(member_lags.values(), default=0),
+            lag_total=sum(member_lags.values()),
         )
         return new_targets.get(updated.member_id, {}) if updated is not None else {}
 
@@ -588,27 +596,39 @@ class ConsumerGroupManager:
         return max(counts, key=lambda n: counts[n])
 
     def _lag_function(self, group_id: str, subscription: dict[str, orec.TopicMetadata]) -> Any:
-        """Lag of (topic, partition) for this group, for the lag-aware assignor: end offset minus the
-        committed offset; without a commit, per `--lag-aware-uncommitted` (earliest: the whole log;
-        latest: nothing)."""
-        broker = self.shard.service.broker
-        offsets = self.shard.offsets
-        uncommitted = getattr(self.config, "lag_aware_uncommitted", "earliest")
+        """Lag of (topic, partition) for this group (issue 13, broker/coordinator/consumer/lag.py)."""
+        return lag_function(self.shard.service.broker.logs, self.shard.offsets.of_group(group_id), self.lag_aware_uncommitted(group_id))
 
-        def lag(topic: str, partition: int) -> int:
-            try:
-                plog = broker.logs.get(topic, partition)
-            except Exception:
-                return 0
-            if plog is None:
-                return 0
-            end = plog.next_offset
-            committed = offsets.get(group_id, topic, partition)
-            if committed is not None:
-                return max(end - committed.offset, 0)
-            return max(end - plog.log_start_offset, 0) if uncommitted == "earliest" else 0
+    def lag_aware_uncommitted(self, group_id: str) -> str:
+        """`lag.aware.uncommitted` of the group (a group config), else the broker's `--lag-aware-uncommitted`."""
+        configs = getattr(self.shard.service, "group_configs", None)
+        value = configs.get(group_id, LAG_CONFIG) if configs is not None else None
+        return str(value) if value in LAG_MODES else getattr(self.config, "lag_aware_uncommitted", "earliest")
 
-        return lag
+    def assigned_lags(self, group: ConsumerGroup) -> dict[str, int]:
+        """Member id -> total lag of the partitions it is assigned now (describe, metrics)."""
+        lag = self._lag_function(group.group_id, group.subscription_metadata)
+        topics = self.topics
+        out: dict[str, int] = {}
+        for mid, member in group.members.items():
+            total = 0
+            for topic_id, ps in member.assigned.items():
+                topic = topics.get_by_id(topic_id)
+                if topic is not None:
+                    total += sum(lag(topic.name, p) for p in ps)
+            out[mid] = total
+        return out
+
+    def request_rebalance(self, group_id: str, reason: str) -> Awaitable[Any] | None:
+        """Bump the group epoch with no membership change (issue 13's `kaflet groups rebalance`): the next
+        heartbeat computes a new target assignment, as after a subscription change (KH-8, KH-9)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        epoch = group.group_epoch + 1
+        waiter = self.shard.write([self._epoch_record(group_id, epoch)])
+        log.info("group epoch bumped", group=group_id, group_epoch=epoch, reason=reason)
+        return waiter
 
     # -- offsets (KO-1, OF-8) ------------------------------------------------------------------
 
