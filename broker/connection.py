@@ -3,6 +3,11 @@
 Kafka mutes a channel while a request is in flight; here a connection processes one frame
 at a time and queues the rest, so responses leave in request order even when a handler
 parks (JoinGroup, SyncGroup, long-polling Fetch).
+
+Back-pressure counts only complete frames waiting to be handled: a frame still arriving is
+bounded by --max-request-bytes alone, so a request of any legal size completes (counting
+it once made any request over the pause threshold hang its connection for good). The limits
+on connections and on request bytes in flight live in broker/network/limits.py.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kaflet.connection")
 
-# Stop reading from a client that has this much unprocessed data queued.
+# Stop reading from a client that has this many bytes of complete frames queued.
 _PAUSE_AT = 8 * 1024 * 1024
 
 
@@ -48,7 +53,17 @@ class KafkaConnection(asyncio.Protocol):
         self._frames: deque[bytes] = deque()
         self._queued_bytes = 0
         self._busy = False
-        self._paused = False
+        self._paused = False  # back-pressure: too many complete frames queued
+        self._pool_paused = False  # the broker's request-bytes pool is overdrawn
+        self.reading_paused = False  # what the transport was last told
+        limits = broker.limits
+        self._limits = limits
+        self._pool = limits if limits.pool_limit else None
+        self._reserved = 0  # bytes this connection holds in the pool
+        self._handling = 0  # size of the frame a parked handler holds
+        self.refused = False
+        # monotonic() when the first byte of the frame still arriving came (0: none is arriving).
+        self.frame_started = 0.0
         # Why the connection must close once the frames queued before the bad one are answered.
         self._close_after_queue: str | None = None
         self.closing = False
@@ -76,9 +91,27 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
         self.peer_text = f"{self.peer_host}:{self.peer_port}"
+        refused = self._limits.admit(self.peer_host)
+        if refused is not None:
+            self.refused = True
+            self.closing = True
+            limit = self._limits.max_connections_per_ip if refused == "max_connections_per_ip" else self._limits.max_connections
+            log.info("connection refused", peer=self.peer_text, reason=f"{refused.replace('_', '.')} {limit} reached")
+            transport.close()
+            return
         self.broker.connections.add(self)
+        if self._pool is not None and self._pool.pool_exhausted:
+            self._pool.mute(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.refused:
+            return
+        self._limits.release(self.peer_host)
+        if self._pool is not None:
+            self._pool.forget(self)
+            reserved, self._reserved = self._reserved, 0
+            if reserved:
+                self._pool.give(reserved)
         closed_by_peer = not self.closing
         self.closing = True
         self.broker.connections.discard(self)
@@ -107,6 +140,7 @@ class KafkaConnection(asyncio.Protocol):
         pos = 0
         end = len(buf)
         max_request = self.max_request
+        pool = self._pool
         while end - pos >= 4:
             size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
             if size < 0 or size > max_request:
@@ -122,14 +156,20 @@ class KafkaConnection(asyncio.Protocol):
             with memoryview(buf) as view:  # one copy of the frame, released before buf shrinks
                 self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
             self._queued_bytes += size
+            if pool is not None:
+                self._reserved += size
+                pool.take(size, self.broker.connections)
             pos += 4 + size
         if pos:
             del buf[:pos]
+            self.frame_started = self.last_active if buf else 0.0
+        elif not self.frame_started:
+            self.frame_started = self.last_active
         if not self._busy:
             self._drain()
-        if self._queued_bytes + len(self._buf) > _PAUSE_AT and not self._paused and self.transport is not None:
+        if self._queued_bytes > _PAUSE_AT and not self._paused:
             self._paused = True
-            self.transport.pause_reading()
+            self._update_reading()
 
     def eof_received(self) -> bool | None:
         return None
@@ -146,9 +186,14 @@ class KafkaConnection(asyncio.Protocol):
                 try:
                     pending = self._dispatch(frame)
                 except CloseConnection as exc:
+                    self._give(len(frame))
                     self.close_with_warning(str(exc))
                     return
-                if pending is not None:
+                if pending is None:
+                    if self._pool is not None:
+                        self._give(len(frame))
+                else:
+                    self._handling = len(frame)
                     self._busy = True
                     task = asyncio.ensure_future(pending)
                     self.in_flight = task
@@ -161,13 +206,46 @@ class KafkaConnection(asyncio.Protocol):
         if self._close_after_queue is not None and not frames and not self._busy:
             self.close_with_warning(self._close_after_queue)
             return
-        if self._paused and self._queued_bytes + len(self._buf) < _PAUSE_AT // 2 and self.transport is not None:
+        if self._paused and self._queued_bytes < _PAUSE_AT // 2:
             self._paused = False
+            self._update_reading()
+
+    # -- reading and pausing ----------------------------------------------------------------
+
+    def _give(self, size: int) -> None:
+        """The handler is done with a frame of `size` bytes: its bytes go back to the pool."""
+        if self._pool is not None and self._reserved:
+            size = min(size, self._reserved)
+            self._reserved -= size
+            self._pool.give(size)
+
+    def pool_pause(self) -> None:
+        self._pool_paused = True
+        self._update_reading()
+
+    def pool_resume(self) -> None:
+        self._pool_paused = False
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        paused = self._paused or self._pool_paused
+        if paused == self.reading_paused or self.transport is None or self.closing:
+            return
+        self.reading_paused = paused
+        if paused:
+            self.transport.pause_reading()
+        else:
+            if self.frame_started:
+                # The time reading was paused is ours, not the client's.
+                self.frame_started = time.monotonic()
             self.transport.resume_reading()
 
     def _on_async_done(self, task: asyncio.Task[Any]) -> None:
         self.in_flight = None
         self._busy = False
+        if self._handling:
+            handled, self._handling = self._handling, 0
+            self._give(handled)
         if task.cancelled():
             return
         exc = task.exception()

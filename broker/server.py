@@ -18,6 +18,7 @@ from broker.connection import KafkaConnection
 from broker.datadir import DataDir
 from broker.faults import FaultInjector
 from broker.log_config import log_config
+from broker.network.limits import ConnectionLimits
 from broker.producer_ids import ProducerIdManager
 from broker.topics import TopicManager
 from storage.manager import LogManager
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from broker.embed.thread import BrokerThread
     from broker.metrics.requests import KnownObserver, Observer
     from broker.metrics.service import MetricsService
+    from broker.txn.coordinator import TransactionCoordinator
 
 log = structlog.get_logger("kaflet.broker")
 
@@ -59,6 +61,7 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.accepting = False
         self.faults = FaultInjector()
+        self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip, config.queued_max_request_bytes)
         self.debug_requests = config.log_level == "debug"
         self.started_at = 0.0
         self.bound_port = 0
@@ -72,6 +75,7 @@ class Broker:
         self.producer_ids: ProducerIdManager
         self.clock = Clock()
         self.coordinator: GroupCoordinator | None = None
+        self.txn: TransactionCoordinator | None = None
         self.metrics: MetricsService | None = None
         # Called by each connection after a response is written (request metrics, debug log),
         # and after a fast-path answer (no request context: api key, version, start time).
@@ -100,6 +104,28 @@ class Broker:
                 await self.metrics.stop()
             raise
 
+    def _verify_data(self) -> None:
+        """--verify-on-start: every segment CRC-checked and repaired before any log opens."""
+        from storage.check import check_data_dir
+
+        started = time.monotonic()
+        report = check_data_dir(
+            self.datadir.path,
+            repair=True,
+            on_problem=lambda p: log.error(
+                "data dir problem repaired", file=str(p.file), kind=p.kind, position=p.position, detail=p.detail
+            ),
+        )
+        log.info(
+            "data dir verified",
+            partitions=report.partitions,
+            segments=report.segments,
+            batches=report.batches,
+            bytes=report.bytes,
+            problems=len(report.problems),
+            verify_ms=round((time.monotonic() - started) * 1000, 1),
+        )
+
     async def _start(self, t0: float) -> None:
         self.datadir = DataDir(self.config.data_dir, self.config.node_id, self.config.offsets_partitions)
         self.topics = TopicManager(self.datadir.path, self.config)
@@ -111,6 +137,8 @@ class Broker:
             retention_check_interval_ms=self.config.log_retention_check_interval_ms,
             compaction_interval_ms=self.config.offsets_compaction_interval_ms,
         )
+        if self.config.verify_on_start:
+            self._verify_data()
         self.logs.before_rename = self.faults.check_rename
         self.logs.load(self.topics.topics.values(), self.topics.deleting)
         self.topics.deletions_finished()
@@ -120,6 +148,10 @@ class Broker:
 
         self.coordinator = GroupCoordinator(self)
         self.coordinator.start()
+        from broker.txn.coordinator import TransactionCoordinator
+
+        self.txn = TransactionCoordinator(self)
+        self.txn.start()
         if self.metrics is not None:
             self.metrics.install()
         for server in self._servers:
@@ -151,6 +183,8 @@ class Broker:
             self._idle_task.cancel()
         for conn in list(self.connections):
             conn.stop_reading()
+        if self.txn is not None:
+            await self.txn.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()  # parked JoinGroup/SyncGroup get NOT_COORDINATOR (CT-6)
         from broker.apis.fetch import wake_parked_fetches
@@ -262,11 +296,17 @@ class Broker:
         return self.datadir.cluster_id
 
     async def _close_idle_connections(self) -> None:
+        """Close idle connections (connections.max.idle.ms) and those trickling a request
+        frame slower than request.read.timeout.ms allows (broker/network/limits.py)."""
         idle_s = self.config.connections_max_idle_ms / 1000
-        interval = max(0.05, min(idle_s / 4, 30.0))
+        read_ms = self.config.request_read_timeout_ms
+        read_s = read_ms / 1000 if read_ms else float("inf")
+        interval = max(0.05, min(idle_s / 4, read_s / 4, 30.0))
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for conn in list(self.connections):
-                if not conn.busy and now - conn.last_active > idle_s:
+                if conn.frame_started and not conn.reading_paused and now - conn.frame_started > read_s:
+                    conn.close_with_warning(f"request frame not completed within {read_ms} ms")
+                elif not conn.busy and now - conn.last_active > idle_s:
                     conn.close_with_warning(f"idle for more than {self.config.connections_max_idle_ms} ms")

@@ -1,4 +1,12 @@
-"""JoinGroup v0-v9 (JG-1..JG-19). The response may park until the join phase completes."""
+"""JoinGroup v0-v9 (JG-1..JG-19). The response may park until the join phase completes.
+
+The bound on a member's protocol metadata (issue 11): Kafka has no explicit one. It holds
+whatever fits in a request (socket.request.max.bytes), and the group's metadata record, which
+carries every member's metadata for the chosen protocol, must fit the offsets topic's
+max.message.bytes; a member over it fails the leader's SyncGroup with UNKNOWN_SERVER_ERROR
+(a too-large record, GE-3) and the group rebalances again, forever. kaflet refuses such a
+member at JoinGroup with that same error, before the group holds its metadata.
+"""
 
 from __future__ import annotations
 
@@ -66,6 +74,10 @@ def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     session = request.session_timeout_ms
     if not broker.config.group_min_session_timeout_ms <= session <= broker.config.group_max_session_timeout_ms:
         return encode(version, JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id))  # JG-1
+    limit = coordinator.max_batch_bytes
+    if any(len(p.metadata) > limit for p in request.protocols):
+        # No group metadata record could hold this member: MESSAGE_TOO_LARGE, mapped by GE-3.
+        return encode(version, JoinResult(map_append_error(ErrorCode.MESSAGE_TOO_LARGE)))
     join = JoinRequest(
         group_id=request.group_id,
         member_id=member_id,

@@ -37,6 +37,7 @@ class CoordinatorStats:
         self.rebalances_completed = 0
         # KIP-848 consumer groups
         self.consumer_heartbeats = 0
+        self.consumer_epoch_bumps = 0
         self.consumer_members_fenced = 0
         self.consumer_reconciliations = 0
         self.on_rebalance: list[Callable[[ClassicGroup, float], Any]] = []
@@ -191,6 +192,13 @@ class GroupCoordinator:
 
     def any_loading(self) -> bool:
         return any(s.state is ShardState.LOADING for s in self.shards)
+
+    # -- issue 13 ------------------------------------------------------------------------
+
+    def request_rebalance(self, group_id: str, reason: str = "rebalance requested") -> Any:
+        """Bump a consumer group's epoch so its target assignment is recomputed (`kaflet groups rebalance`,
+        the `kaflet.rebalance` group config); CoordinatorError when the group is not a consumer group here."""
+        return self.shard_for(group_id).consumer.request_rebalance(group_id, reason)
 
     # -- topic events ---------------------------------------------------------------------
 

@@ -6,12 +6,21 @@ Names follow Prometheus conventions; where Kafka has an equivalent it is named a
   counts once, NONE excluded); kaflet_request_duration_seconds{api}: TotalTimeMs, from taking
   up the frame to writing the answer, parked time included;
 - kaflet_open_connections: kafka.server socket-server connection-count;
-- kaflet_groups{protocol}, kaflet_classic_groups{state}: group-coordinator-metrics group-count
-  and classic-group-count (kaflet holds classic groups only; consumer counts 0);
+  kaflet_connections_refused_total{reason}: connections refused by max.connections or
+  max.connections.per.ip; kaflet_queued_request_bytes: the queued.max.request.bytes pool in use
+  (counted only while that limit is set), Kafka's MemoryPoolAvailable seen from the other side;
+- kaflet_groups{protocol}, kaflet_classic_groups{state}, kaflet_consumer_groups{state}:
+  group-coordinator-metrics group-count, classic-group-count and consumer-group-count;
+- kaflet_consumer_group_heartbeats_total, kaflet_consumer_group_rebalances_total (group epoch
+  bumps: Kafka's consumer-group-rebalance-count), kaflet_consumer_group_members_fenced_total
+  (session and rebalance timeouts), kaflet_consumer_group_reconciliations_total (groups reaching
+  Stable);
 - kaflet_group_rebalances_total, kaflet_group_rebalance_duration_seconds:
   group-completed-rebalance-count, and how long each took (PreparingRebalance to Stable);
 - kaflet_offset_commits_total, _expirations_total, _deletions_total, kaflet_committed_offsets:
   offset-commit-count, offset-expiration-count, offset-deletion-count, offset-count;
+- kaflet_consumergroup_member_assigned_lag{group,member}: the lag of each consumer-protocol member's
+  assigned partitions (issue 13; no Kafka equivalent);
 - kaflet_log_size_bytes / kaflet_log_segments{topic,partition}: kafka.log Log Size / NumLogSegments;
 - kaflet_log_append_duration_seconds, kaflet_log_fsync_duration_seconds: LogFlushStats and the
   append part of the produce path;
@@ -62,7 +71,21 @@ class KafletCollector(Collector):
         connections = GaugeMetricFamily("kaflet_open_connections", "Client connections open now.")
         connections.add_metric([], len(broker.connections))
         yield connections
+        refused = CounterMetricFamily(
+            "kaflet_connections_refused",
+            "Connections closed at once because max.connections or max.connections.per.ip was reached.",
+            labels=["reason"],
+        )
+        for reason, n in sorted(broker.limits.refused.items()):
+            refused.add_metric([reason], n)
+        yield refused
+        pool = GaugeMetricFamily(
+            "kaflet_queued_request_bytes", "Bytes of complete requests waiting for or being handled (queued.max.request.bytes counts them)."
+        )
+        pool.add_metric([], broker.limits.pool_used)
+        yield pool
         yield from self._groups()
+        yield from self._member_lag()
         yield from self._logs()
         yield from self._coordinator_load()
 
@@ -103,16 +126,25 @@ class KafletCollector(Collector):
         service = self.service
         coordinator = service.broker.coordinator
         states = dict.fromkeys(GroupState, 0)
+        consumer_states = dict.fromkeys(("Empty", "Assigning", "Reconciling", "Stable"), 0)
         committed = 0
         if coordinator is not None:
             for shard in coordinator.active_shards():
                 committed += shard.offsets.count
                 for group in shard.groups.values():
                     states[group.state] += 1
+                for cgroup in shard.consumer_groups.values():
+                    consumer_states[cgroup.state] += 1
         groups = GaugeMetricFamily("kaflet_groups", "Groups held, by protocol (Kafka's group-count).", labels=["protocol"])
         groups.add_metric(["classic"], sum(states.values()))
-        groups.add_metric(["consumer"], 0)
+        groups.add_metric(["consumer"], sum(consumer_states.values()))
         yield groups
+        consumer = GaugeMetricFamily(
+            "kaflet_consumer_groups", "KIP-848 consumer groups by state (Kafka's consumer-group-count).", labels=["state"]
+        )
+        for cstate, n in consumer_states.items():
+            consumer.add_metric([cstate], n)
+        yield consumer
         classic = GaugeMetricFamily("kaflet_classic_groups", "Classic groups by state (Kafka's classic-group-count).", labels=["state"])
         for state, n in states.items():
             classic.add_metric([state.value], n)
@@ -123,6 +155,22 @@ class KafletCollector(Collector):
             ("kaflet_offset_commits", "offset_commits", "Offsets committed (one per partition)."),
             ("kaflet_offset_expirations", "offset_expirations", "Committed offsets removed by retention."),
             ("kaflet_offset_deletions", "offset_deletions", "Committed offsets deleted (OffsetDelete, deleted topics)."),
+            ("kaflet_consumer_group_heartbeats", "consumer_heartbeats", "ConsumerGroupHeartbeat requests served."),
+            (
+                "kaflet_consumer_group_rebalances",
+                "consumer_epoch_bumps",
+                "Consumer-group epoch bumps (Kafka's consumer-group-rebalance-count).",
+            ),
+            (
+                "kaflet_consumer_group_members_fenced",
+                "consumer_members_fenced",
+                "Consumer-group members fenced by a session or rebalance timeout.",
+            ),
+            (
+                "kaflet_consumer_group_reconciliations",
+                "consumer_reconciliations",
+                "Consumer groups reaching Stable after a reconciliation.",
+            ),
         ):
             counter = CounterMetricFamily(name, text)
             counter.add_metric([], getattr(stats, attr) if stats is not None else 0)
@@ -135,6 +183,23 @@ class KafletCollector(Collector):
         offsets = GaugeMetricFamily("kaflet_committed_offsets", "Committed offsets held by the coordinator (Kafka's offset-count).")
         offsets.add_metric([], committed)
         yield offsets
+
+    def _member_lag(self) -> Iterator[Any]:
+        """Issue 13: each consumer-group member's assigned lag, as the lag-aware assignor counts it."""
+        broker = self.service.broker
+        family = GaugeMetricFamily(
+            "kaflet_consumergroup_member_assigned_lag",
+            "Lag of the partitions a consumer-protocol group member is assigned (log end minus committed offset; "
+            "never-committed partitions per lag.aware.uncommitted).",
+            labels=["group", "member"],
+        )
+        coordinator = broker.coordinator
+        if coordinator is not None and broker.config.group_metrics:
+            for shard in coordinator.active_shards():
+                for group_id, group in sorted(shard.consumer_groups.items()):
+                    for member_id, lag in sorted(shard.consumer.assigned_lags(group).items()):
+                        family.add_metric([group_id, member_id], lag)
+        yield family
 
     def _logs(self) -> Iterator[Any]:
         service = self.service

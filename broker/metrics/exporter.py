@@ -36,7 +36,7 @@ groups x 10 partitions (23,000 samples) its generic encoder alone took ~350 ms, 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from storage.offsets_records import committed_offset
 
@@ -129,7 +129,9 @@ def _render_groups(broker: Broker, watermarks: dict[str, list[int | None]], out:
     if coordinator is not None and coordinator.active and not coordinator.any_loading():
         for shard in coordinator.active_shards():
             by_group = shard.offsets.by_group
-            for group_id, group in shard.groups.items():
+            # KIP-848 consumer groups count their members too (kafka-exporter's DescribeGroups would see them Dead).
+            all_groups: dict[str, Any] = {**shard.groups, **shard.consumer_groups}
+            for group_id, group in all_groups.items():
                 g = label_value(group_id)
                 members.append(f'kafka_consumergroup_members{{consumergroup="{g}"}} {len(group.members)}\n')
                 offsets = by_group.get(group_id)

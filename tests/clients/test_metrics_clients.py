@@ -229,3 +229,29 @@ def test_scrapes_are_quick_to_repeat(broker_thread: Callable[..., BrokerThread])
         assert time.monotonic() < deadline
     produce(bt.bootstrap, {0: 1})
     assert scrape(address).value("kafka_topic_partition_current_offset", topic=TOPIC, partition="0") == 2
+
+
+def test_consumer_protocol_group_counts_and_counters(broker_thread: Callable[..., BrokerThread]) -> None:
+    """KIP-848 groups: kaflet_groups{protocol="consumer"}, kaflet_consumer_groups{state}, the
+    heartbeat and epoch-bump counters, and kafka_consumergroup_members."""
+    bt, address = start(broker_thread)
+    produce(bt.bootstrap, {0: 1})
+
+    def seen(s: Scrape) -> tuple[Any, ...]:
+        return (
+            s.value("kaflet_groups", protocol="consumer"),
+            s.value("kaflet_consumer_groups", state="Stable"),
+            s.value("kafka_consumergroup_members", consumergroup="kip848-metrics"),
+        )
+
+    member = Consumer({"bootstrap.servers": bt.bootstrap, "group.id": "kip848-metrics", "group.protocol": "consumer"})
+    member.subscribe([TOPIC])
+    try:
+        wait_until(lambda: assigned(member) and seen(scrape(address)) == (1, 1, 1), timeout=30, message="a Stable consumer group")
+        s = scrape(address)
+        assert (s.value("kaflet_consumer_group_heartbeats_total") or 0) >= 1
+        assert s.value("kaflet_consumer_group_rebalances_total") == 1
+        assert s.value("kaflet_consumer_group_reconciliations_total") == 1  # Empty -> Stable at the first heartbeat
+    finally:
+        member.close()
+    wait_until(lambda: scrape(address).value("kaflet_consumer_groups", state="Empty") == 1, timeout=30, message="Empty")

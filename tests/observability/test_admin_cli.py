@@ -225,3 +225,35 @@ def test_errors_in_json_mode_are_json_and_tables_print_no_header_before_an_error
     assert done.returncode == USAGE and done.stderr == ""
     error = json.loads(done.stdout)["error"]
     assert error["exit_code"] == USAGE and "--topic" in error["message"]
+
+
+def test_groups_describe_a_consumer_protocol_group(broker_proc: Callable[..., BrokerProcess]) -> None:
+    """KIP-848: the group epoch, assignment epoch and assignor; each member's epoch, current and
+    target assignment (from ConsumerGroupDescribe); text mode shows the same columns."""
+    bs = broker_proc("--default-partitions", "3").bootstrap
+    producer = Producer({"bootstrap.servers": bs})
+    producer.produce("kip848-events", value=b"x")
+    assert producer.flush(20) == 0
+    member = Consumer({"bootstrap.servers": bs, "group.id": "new-protocol", "group.protocol": "consumer", "group.remote.assignor": "range"})
+    member.subscribe(["kip848-events"])
+    try:
+        wait_until(lambda: assigned(member) and len(member.assignment()) == 3, timeout=30, message="assignment")
+        code, out, _ = kaflet(bs, "groups", "describe", "new-protocol")
+        [group] = out["groups"]
+        assert code == OK
+        assert (group["type"], group["state"], group["assignor"], group["group_epoch"], group["assignment_epoch"]) == (
+            "consumer",
+            "Stable",
+            "range",
+            1,
+            1,
+        )
+        [m] = group["members"]
+        assert m["member_id"] == member.memberid() and m["member_epoch"] == 1 and m["subscribed_topics"] == ["kip848-events"]
+        assert m["assignment"] == m["target_assignment"] == [{"topic": "kip848-events", "partitions": [0, 1, 2]}]
+        code, text, _ = kaflet(bs, "groups", "describe", "new-protocol", output="table")
+        assert code == OK and "GroupEpoch: 1" in text and "TARGET-ASSIGNMENT" in text and "kip848-events:0,1,2" in text
+        code, out, _ = kaflet(bs, "groups", "list")
+        assert {"group": "new-protocol", "state": "Stable", "protocol_type": "consumer", "type": "consumer"} in out["groups"]
+    finally:
+        member.close()
