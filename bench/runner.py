@@ -31,6 +31,7 @@ BENCHMARKS = [
     "groups",
     "metrics",
     "assignors",
+    "fuzz",
 ]
 
 RESULTS_DIR = Path(__file__).parent / "results"

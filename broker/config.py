@@ -116,6 +116,19 @@ class Config:
     offsets_topic_segment_bytes: int = _opt(100 * MIB, "offsets.topic.segment.bytes")
     offsets_delete_retention_ms: int = _opt(86_400_000, "delete.retention.ms of __consumer_offsets")
     offsets_compaction_interval_ms: int = _opt(60_000, "how often __consumer_offsets is compacted")
+    # Transaction coordinator (names follow Kafka's broker configs).
+    transaction_state_partitions: int = _opt(
+        50, "partitions of __transaction_state (transaction.state.log.num.partitions; fixed per data dir)"
+    )
+    transaction_max_timeout_ms: int = _opt(900_000, "transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask for")
+    transactional_id_expiration_ms: int = _opt(604_800_000, "transactional.id.expiration.ms: idle transactional ids are forgotten")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _opt(
+        10_000, "transaction.abort.timed.out.transaction.cleanup.interval.ms: how often timed-out transactions are aborted"
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _opt(
+        3_600_000, "transaction.remove.expired.transaction.cleanup.interval.ms: how often idle transactional ids are expired"
+    )
+    transaction_state_log_segment_bytes: int = _opt(100 * MIB, "transaction.state.log.segment.bytes")
     # KIP-848 consumer groups (issue 12; names follow Kafka's group.consumer.* broker configs).
     group_consumer_session_timeout_ms: int = _opt(45_000, "group.consumer.session.timeout.ms")
     group_consumer_heartbeat_interval_ms: int = _opt(250, "group.consumer.heartbeat.interval.ms (Kafka: 5000)")
@@ -123,6 +136,11 @@ class Config:
     group_consumer_assignors: str = _opt("uniform,range", "group.consumer.assignors: server-side assignors by name, the first the default")
     group_consumer_migration_policy: str = _opt(
         "bidirectional", "group.consumer.migration.policy", None, ("bidirectional", "upgrade", "downgrade", "disabled")
+    )
+    # The lag-aware assignor (issue 13): the lag of a partition the group never committed, unless the
+    # group's own `lag.aware.uncommitted` config says otherwise.
+    lag_aware_uncommitted: str = _opt(
+        "earliest", "lag.aware.uncommitted default: earliest (log end - log start) or latest (0)", None, ("earliest", "latest")
     )
     # Observability.
     metrics_host: str = _opt("127.0.0.1", "Prometheus endpoint address")
@@ -136,6 +154,10 @@ class Config:
     max_connections_per_ip: int = _opt(2_147_483_647, "max.connections.per.ip: connections from one address beyond it are refused")
     queued_max_request_bytes: int = _opt(-1, "queued.max.request.bytes: stop reading requests while more are in flight (-1: no limit)")
     request_read_timeout_ms: int = _opt(30_000, "close a connection whose started request frame has not arrived within this (0: never)")
+    # Corruption at rest (issue 11): not a Kafka setting; Kafka trusts data below its recovery point.
+    verify_on_start: bool = _opt(
+        False, "CRC-check every segment and index at start-up, cut out corrupt batches and rebuild indexes (kaflet check --repair)"
+    )
     # Kafka's defaults (issue 10): KAFKA_DEFAULTS above lists what this restores.
     kafka_defaults: bool = _opt(False, "use Kafka's value for every default kaflet changes (KAFKA_DEFAULTS) unless set explicitly")
     # Not a flag: the fields a user set explicitly (flag or variable), which --kafka-defaults
@@ -205,6 +227,10 @@ class Config:
     def validate(self) -> None:
         if self.offsets_partitions < 1:
             raise ConfigError(f"{names('offsets_partitions')} must be at least 1")
+        if self.transaction_state_partitions < 1:
+            raise ConfigError(f"{names('transaction_state_partitions')} must be at least 1")
+        if self.transaction_max_timeout_ms < 1:
+            raise ConfigError(f"{names('transaction_max_timeout_ms')} must be at least 1")
         if self.default_partitions < 1:
             raise ConfigError(f"{names('default_partitions')} must be at least 1")
         if self.max_request_bytes < 1024:

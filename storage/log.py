@@ -22,8 +22,13 @@ from typing import Any
 import structlog
 
 from protocol.records import (
+    CONTROL_BIT,
     HEADER,
+    HEADER_SIZE,
+    TRANSACTIONAL_BIT,
     BatchHeader,
+    InvalidBatch,
+    decode_varint,
     iter_all_records,
     set_log_append_time,
 )
@@ -31,6 +36,7 @@ from storage.config import LogConfig
 from storage.errors import OffsetOutOfRange, StorageError
 from storage.producer_state import ProducerState, list_snapshots, write_snapshot
 from storage.segment import LOG_SUFFIX, Segment, iter_file_batches, segment_name
+from storage.txn_index import AbortedTxn
 
 log = structlog.get_logger("kaflet.storage")
 
@@ -43,10 +49,29 @@ _HEADER_UNPACK = HEADER.unpack_from
 _new = tuple.__new__
 _INT32_MAX = 0x7FFFFFFF
 _SNAPSHOTS_KEPT = 2
+_I16 = struct.Struct(">h")
+ABORT, COMMIT = 0, 1
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def control_type(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    """0 (ABORT) or 1 (COMMIT) for the marker batch at `pos`, -1 if its key is not a marker's.
+    Control batches are never compressed: the first record's key is read in place."""
+    try:
+        p = pos + HEADER_SIZE
+        _length, p = decode_varint(buf, p)
+        p += 1  # attributes
+        _ts, p = decode_varint(buf, p)
+        _delta, p = decode_varint(buf, p)
+        key_length, p = decode_varint(buf, p)
+        if key_length < 4:
+            return -1
+        return _I16.unpack_from(buf, p + 2)[0]
+    except (IndexError, struct.error, InvalidBatch):
+        return -1
 
 
 @dataclass(slots=True)
@@ -114,6 +139,7 @@ class PartitionLog:
         self.recovery_point = 0
         self.next_offset = 0
         self.producers = ProducerState(self.name)
+        self._recovered_from: int | None = None  # base offset of the first segment recovery scanned
         self._waiters: set[Callable[[int], None]] = set()
         self.cleaning = False  # a compaction pass is working on the closed segments
         self.corrupt_regions = 0  # regions iter_batches skipped as corrupt (logged at ERROR)
@@ -198,12 +224,16 @@ class PartitionLog:
         """Validate segments from the recovery point on; cut the log at the first bad batch."""
         start = max(0, bisect_right(self._bases, self.recovery_point) - 1)
         interval = self.config.index_interval_bytes
+        if start < len(self.segments):
+            self._recovered_from = self.segments[start].base_offset
         for i in range(start, len(self.segments)):
             seg = self.segments[i]
             before = seg.size
             dropped = seg.scan(validate=True, index_interval=interval)
             seg.index.write_all()
             seg.time_index.write_all()
+            # The transaction index is rebuilt by the producer-state replay (_load_producer_state).
+            seg.txn_index.truncate_to(seg.base_offset)
             later = self.segments[i + 1 :]
             if dropped:
                 later_bytes = sum(s.size for s in later)
@@ -230,13 +260,16 @@ class PartitionLog:
         self.next_offset = offset
 
     def _load_producer_state(self) -> None:
-        """Latest usable snapshot, then the batch headers after it."""
+        """Latest usable snapshot, then the batch headers after it (no later than the first
+        recovered segment, whose transaction index the replay rebuilds)."""
         snapshots = list_snapshots(self.dir)
         state = None
         start = self.log_start_offset
         for offset, path in reversed(snapshots):
             if offset > self.next_offset:
                 _unlink(path)
+                continue
+            if self._recovered_from is not None and offset > self._recovered_from:
                 continue
             try:
                 state = ProducerState.decode(self.name, path.read_bytes())
@@ -248,10 +281,14 @@ class PartitionLog:
         self.producers = state if state is not None else ProducerState(self.name)
         if start < self.next_offset:
             update = self.producers.update
-            for _buf, _pos, header in self.iter_batches(start):
+            for buf, pos, header in self.iter_batches(start):
                 if header.producer_id >= 0:
-                    update(header, header.base_offset + header.last_offset_delta, header.max_timestamp)
+                    last = header.base_offset + header.last_offset_delta
+                    update(header, last, header.max_timestamp)
+                    if header.attributes & TRANSACTIONAL_BIT:
+                        self._track_transaction(header, buf, pos, header.base_offset, last, replaying=True)
         self.producers.truncate_head(self.log_start_offset)
+        self._recovered_from = None
 
     # -- state ------------------------------------------------------------------------------
 
@@ -269,7 +306,10 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.next_offset  # no transactions yet
+        """The first offset of the oldest open transaction, else the high watermark."""
+        if self.producers.ongoing:
+            return min(self.producers.ongoing.values())
+        return self.next_offset
 
     @property
     def size_bytes(self) -> int:
@@ -328,12 +368,43 @@ class PartitionLog:
         self.next_offset = last + 1
         if pid >= 0:
             self.producers.update(header, last, max_ts)
+            if header[5] & TRANSACTIONAL_BIT:
+                self._track_transaction(header, batch, 0, base, last)
         if self._waiters:
             for waiter in tuple(self._waiters):
                 waiter(size)
         if histogram is not None:
             histogram.pending.append(time.perf_counter() - started)
         return AppendResult(base, last, append_time, self.log_start_offset, size)
+
+    def _track_transaction(self, header: BatchHeader, buf: Any, pos: int, base: int, last: int, replaying: bool = False) -> None:
+        """A transactional batch opens its producer's transaction here; a marker closes it, and
+        an ABORT marker adds the transaction to the active segment's index (when replaying,
+        unless the index already has it)."""
+        ongoing = self.producers.ongoing
+        pid = header[9]
+        if not header[5] & CONTROL_BIT:
+            if pid not in ongoing:
+                ongoing[pid] = base
+            return
+        first = ongoing.pop(pid, None)
+        if first is None or control_type(buf, pos) != ABORT:
+            return  # a marker for a transaction with no data here (or a duplicate) changes nothing
+        lso = min(ongoing.values()) if ongoing else last + 1
+        seg = self.segments[self._segment_index(last)]
+        if replaying and seg.txn_index.last_offset >= last:
+            return
+        seg.txn_index.append(AbortedTxn(pid, first, last, lso))
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), from the transaction
+        indexes of the segment holding `fetch_offset` onward (Kafka's collectAbortedTxns)."""
+        out: list[AbortedTxn] = []
+        segments = self.segments
+        for i in range(self._segment_index(fetch_offset), len(segments)):
+            if segments[i].txn_index.collect(fetch_offset, upper_bound, out):
+                break
+        return out
 
     def _should_roll(self, seg: Segment, size: int, max_ts: int, last: int, now: int | None) -> bool:
         """Kafka's LogSegment.shouldRoll: size, time since the first batch's timestamp (or the
@@ -392,10 +463,11 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect_right(self._bases, offset) - 1)
 
-    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> memoryview | None:
+    def read(self, offset: int, max_bytes: int, min_one: bool = True, max_offset: int | None = None) -> memoryview | None:
         """Stored bytes of whole batches from the one containing `offset`, up to `max_bytes`; the
         first batch is returned even when larger if `min_one` (Kafka's rule for the first
-        partition of a fetch). None at the log end. OffsetOutOfRange outside the log."""
+        partition of a fetch). None at the log end, or at `max_offset` (read_committed reads
+        stop at the last stable offset). OffsetOutOfRange outside the log."""
         if offset < self.log_start_offset or offset > self.next_offset:
             raise OffsetOutOfRange(
                 f"Received request for offset {offset} for partition {self.name}, but we only have log segments "
@@ -403,9 +475,16 @@ class PartitionLog:
             )
         if offset == self.next_offset:
             return None
+        if max_offset is not None:
+            if max_offset >= self.next_offset:
+                max_offset = None
+            elif offset >= max_offset:
+                return None
         segments = self.segments
         for i in range(self._segment_index(offset), len(segments)):
-            data = segments[i].read(offset, max_bytes, min_one)
+            if max_offset is not None and segments[i].base_offset >= max_offset:
+                return None
+            data = segments[i].read(offset, max_bytes, min_one, max_offset)
             if data is not None:
                 return data
         return None
@@ -619,6 +698,7 @@ class PartitionLog:
                 seg.on_roll()
                 seg.index.fsync()
                 seg.time_index.fsync()
+                seg.txn_index.fsync()
             self.snapshot_producers(fsync=True)
         except OSError as exc:
             failure = exc  # a full or broken disk: the files still get closed; the next start recovers

@@ -5,10 +5,15 @@ the last five of its producer (same epoch) is a duplicate and is answered with t
 offsets; an older epoch is INVALID_PRODUCER_EPOCH; a gap is OUT_OF_ORDER_SEQUENCE_NUMBER;
 a new epoch must start at sequence 0; an unknown producer may start anywhere.
 
+Transactions: `ongoing` maps each producer with an open transaction in this partition to the
+offset of its first transactional batch; the smallest of those is the last stable offset
+(Kafka's `firstUnstableOffset`). A COMMIT or ABORT marker closes the producer's transaction.
+
 The state is snapshotted to `<offset>.snapshot` at segment roll and clean shutdown and
 rebuilt at load from the latest snapshot plus the batch headers after it. The snapshot
-layout is kaflet's own (version 101): unlike Kafka's (which keeps one batch per producer) it
-keeps all five, so retries after a restart are still recognised.
+layout is kaflet's own (version 102; 101 is still read): unlike Kafka's (which keeps one
+batch per producer) it keeps all five, so retries after a restart are still recognised, and
+the first offset of each producer's open transaction (-1 for none).
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ from storage.errors import InvalidProducerEpoch, OutOfOrderSequence
 
 NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 101
+SNAPSHOT_VERSION = 102
+_OLD_SNAPSHOT_VERSION = 101
 _HEAD = struct.Struct(">hIi")
 _ENTRY = struct.Struct(">qhqb")
+_TXN = struct.Struct(">q")
 _BATCH = struct.Struct(">iiqiq")
 _INT32_MAX = 0x7FFFFFFF
 
@@ -78,6 +85,13 @@ class ProducerState:
     def __init__(self, name: str) -> None:
         self.name = name  # "topic-partition", for messages
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+
+    def first_unstable_offset(self) -> int | None:
+        ongoing = self.ongoing
+        if not ongoing:
+            return None
+        return min(ongoing.values())
 
     def check(self, header: BatchHeader, offset: int) -> BatchMetadata | None:
         """Validate a client batch before it is appended; returns the original of a duplicate."""
@@ -134,12 +148,12 @@ class ProducerState:
 
     def truncate_head(self, log_start_offset: int) -> None:
         """Forget producers whose every batch is below the log start (Kafka does the same)."""
-        gone = [pid for pid, e in self.producers.items() if 0 <= e.last_offset < log_start_offset]
+        gone = [pid for pid, e in self.producers.items() if 0 <= e.last_offset < log_start_offset and pid not in self.ongoing]
         for pid in gone:
             del self.producers[pid]
 
     def expire(self, now_ms: int, expiration_ms: int) -> None:
-        gone = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms]
+        gone = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms and pid not in self.ongoing]
         for pid in gone:
             del self.producers[pid]
 
@@ -154,6 +168,7 @@ class ProducerState:
             body += _ENTRY.pack(pid, e.epoch, e.last_timestamp, len(e.batches))
             for m in e.batches:
                 body += _BATCH.pack(m.first_seq, m.last_seq, m.last_offset, m.offset_delta, m.timestamp)
+            body += _TXN.pack(self.ongoing.get(pid, -1))
         struct.pack_into(">i", body, 6, len(self.producers))
         struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc32c(memoryview(body)[6:]))
         return bytes(body)
@@ -163,7 +178,7 @@ class ProducerState:
         if len(data) < _HEAD.size:
             raise ValueError("snapshot too short")
         version, crc, count = _HEAD.unpack_from(data, 0)
-        if version != SNAPSHOT_VERSION:
+        if version not in (SNAPSHOT_VERSION, _OLD_SNAPSHOT_VERSION):
             raise ValueError(f"snapshot version {version} is not {SNAPSHOT_VERSION}")
         if crc != crc32c(memoryview(data)[6:]):
             raise ValueError("snapshot CRC mismatch")
@@ -177,6 +192,11 @@ class ProducerState:
             for _b in range(n):
                 entry.batches.append(BatchMetadata(*_BATCH.unpack_from(data, p)))
                 p += _BATCH.size
+            if version == SNAPSHOT_VERSION:
+                first = _TXN.unpack_from(data, p)[0]
+                p += _TXN.size
+                if first >= 0:
+                    state.ongoing[pid] = first
             state.producers[pid] = entry
         if p != len(data):
             raise ValueError("snapshot has trailing bytes")

@@ -18,6 +18,7 @@ import structlog
 
 from protocol.records import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, crc32c
 from storage.index import IndexCorrupt, OffsetIndex, TimeIndex
+from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = structlog.get_logger("kaflet.storage")
 
@@ -63,6 +64,7 @@ class Segment:
         self.flushed_size = self.size
         self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
         self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
+        self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
         self.indexes_loaded = create
         # What the tail holds; exact for the active segment, lazily known for older ones.
         self.next_offset = base_offset
@@ -89,7 +91,7 @@ class Segment:
             if exc.errno == errno.EEXIST:
                 raise  # not ours to remove
             name = segment_name(base_offset)
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 try:
                     (directory / (name + suffix)).unlink()
                 except OSError:
@@ -329,9 +331,11 @@ class Segment:
         self.ensure_indexes()
         return self.index.lookup(offset)
 
-    def read(self, offset: int, max_bytes: int, min_one: bool) -> memoryview | None:
+    def read(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None = None) -> memoryview | None:
         """Whole batches from the one containing `offset` (or the first after it), at most
-        `max_bytes` of them, except that with `min_one` the first batch comes whatever its size."""
+        `max_bytes` of them, except that with `min_one` the first batch comes whatever its size.
+        With `max_offset` (read_committed: the last stable offset) no batch starting at or after
+        it is returned."""
         end = self.size
         pos = self.locate(offset)
         fd = self.fd
@@ -349,6 +353,8 @@ class Segment:
                 if size < HEADER_SIZE:
                     return None
                 if base + _I32.unpack_from(buf, p + _LAST_DELTA_AT)[0] >= offset:
+                    if max_offset is not None and base >= max_offset:
+                        return None
                     found = p
                     break
                 p += size
@@ -372,6 +378,8 @@ class Segment:
             while n - q >= LOG_OVERHEAD:
                 size = _I32.unpack_from(buf, q + 8)[0] + LOG_OVERHEAD
                 if q + size > n or (q + size > limit and not (first and min_one)):
+                    break
+                if max_offset is not None and not first and _I64.unpack_from(buf, q)[0] >= max_offset:
                     break
                 q += size
                 first = False
@@ -399,6 +407,7 @@ class Segment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        self.txn_index.delete()
         for path in (self.log_path, self.index.path, self.time_index.path):
             try:
                 path.unlink()

@@ -24,7 +24,13 @@ def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Any]:
 
 def test_config(data_dir: Path, **overrides: Any) -> Config:
     """A broker config for tests: ephemeral port, no metrics endpoint, data under tmp."""
-    values: dict[str, Any] = {"port": 0, "data_dir": str(data_dir), "metrics": False, "offsets_partitions": 5}
+    values: dict[str, Any] = {
+        "port": 0,
+        "data_dir": str(data_dir),
+        "metrics": False,
+        "offsets_partitions": 5,
+        "transaction_state_partitions": 5,
+    }
     values.update(overrides)
     return Config(**values)
 

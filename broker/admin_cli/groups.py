@@ -1,8 +1,15 @@
-"""`kaflet groups list|describe|delete|lag|reset-offsets` (kafka-consumer-groups.sh's semantics).
+"""`kaflet groups list|describe|delete|lag|reset-offsets|rebalance` (kafka-consumer-groups.sh's semantics).
 
 lag: per partition the committed offset, the log end offset (ListOffsets latest, read
 uncommitted, as Kafka's tool asks) and their difference, with the member that owns the
 partition; partitions a member owns without a commit are listed with no offset and no lag.
+
+describe adds each member's assigned lag: the lag of the partitions it is assigned, as the lag-aware assignor
+counts it (log end minus committed offset; a partition never committed per the group's `lag.aware.uncommitted`,
+read with DescribeConfigs on the GROUP resource, `earliest` when the broker does not say: log end minus log start).
+
+rebalance is kaflet's own (Kafka has no such API): an IncrementalAlterConfigs SET of the group config
+`kaflet.rebalance` on the GROUP resource, which the coordinator answers by bumping the group epoch.
 
 reset-offsets follows ConsumerGroupCommand: only while the group is Empty or Dead (else it
 refuses with Kafka's message); --to-offset and --shift-by are clamped to [log start, log end];
@@ -49,6 +56,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--execute", action="store_true", help="write the new offsets (default: only show them)")
     p.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
     p.set_defaults(run=reset_offsets)
+    p = actions.add_parser(
+        "rebalance", parents=[common], help="recompute a consumer group's target assignment now (bumps its group epoch; issue 13)"
+    )
+    p.add_argument("--group", required=True)
+    p.set_defaults(run=rebalance)
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -102,6 +114,73 @@ def _committed(admin: Any, group: str) -> dict[Any, int]:
     return {tp: om.offset for tp, om in offsets.items() if om.offset >= 0}
 
 
+REBALANCE_CONFIG = "kaflet.rebalance"
+LAG_CONFIG = "lag.aware.uncommitted"
+
+
+def _uncommitted_mode(admin: Any, group: str) -> str:
+    """The group's `lag.aware.uncommitted` (DescribeConfigs, GROUP resource); `earliest` if the broker has none."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    try:
+        answer = admin.describe_configs([ConfigResource(ConfigResourceType.GROUP, group, [LAG_CONFIG])], config_filter="all")
+    except Exception:
+        return "earliest"
+    for configs in _walk(answer):
+        value = configs.get(LAG_CONFIG)
+        if isinstance(value, dict):
+            value = value.get("value")
+        if value in ("earliest", "latest"):
+            return str(value)
+    return "earliest"
+
+
+def _walk(answer: Any) -> list[dict[str, Any]]:
+    """The config dicts in a describe_configs answer (nested by resource type and name)."""
+    found: list[dict[str, Any]] = []
+    stack = [answer]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if LAG_CONFIG in item:
+                found.append(item)
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return found
+
+
+def _assigned_lags(admin: Any, group: str, members: list[dict[str, Any]]) -> dict[str, int | None]:
+    """Member id -> total lag of its assigned partitions (None when a partition's offsets are unknown)."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
+    assigned = {m["member_id"]: [TopicPartition(a["topic"], p) for a in m["assignment"] for p in a["partitions"]] for m in members}
+    wanted = sorted({tp for tps in assigned.values() for tp in tps}, key=lambda tp: (tp.topic, tp.partition))
+    if not wanted:
+        return dict.fromkeys(assigned, 0)
+    committed = _committed(admin, group)
+    ends = _offsets(admin, wanted, OffsetSpec.LATEST)
+    uncommitted = [tp for tp in wanted if tp not in committed]
+    mode = _uncommitted_mode(admin, group) if uncommitted else "earliest"
+    starts = _offsets(admin, uncommitted, OffsetSpec.EARLIEST) if uncommitted and mode == "earliest" else {}
+    out: dict[str, int | None] = {}
+    for member_id, tps in assigned.items():
+        total: int | None = 0
+        for tp in tps:
+            end = ends.get(tp)
+            if end is None or total is None:
+                total = None
+                continue
+            if tp in committed:
+                total += max(end - committed[tp], 0)
+            elif mode == "earliest":
+                start = starts.get(tp)
+                total = None if start is None else total + max(end - start, 0)
+        out[member_id] = total
+    return out
+
+
 # -- list, describe, delete ------------------------------------------------------------------
 
 
@@ -152,8 +231,9 @@ def _render_parts(parts: list[dict[str, Any]]) -> str:
     return " ".join(f"{a['topic']}:{','.join(map(str, a['partitions']))}" for a in parts) or "-"
 
 
-def _describe_consumer_group(d: Any) -> tuple[dict[str, Any], str]:
-    """A KIP-848 group: its epochs, assignor, and each member's epoch, current and target assignment."""
+def _describe_consumer_group(d: Any, admin: Any) -> tuple[dict[str, Any], str]:
+    """A KIP-848 group: its epochs, assignor, and each member's epoch, current and target assignment and
+    assigned lag (issue 13)."""
     members = [
         {
             "member_id": m.member_id,
@@ -168,6 +248,10 @@ def _describe_consumer_group(d: Any) -> tuple[dict[str, Any], str]:
         }
         for m in d.members
     ]
+    if members:
+        lags = _assigned_lags(admin, d.group_id, members)
+        for m in members:
+            m["assigned_lag"] = lags.get(m["member_id"])
     out = {
         "group": d.group_id,
         "exists": True,
@@ -193,10 +277,11 @@ def _describe_consumer_group(d: Any) -> tuple[dict[str, Any], str]:
             m["member_epoch"],
             _render_parts(m["assignment"]),
             _render_parts(m["target_assignment"]),
+            m["assigned_lag"],
         ]
         for m in members
     ]
-    headers = ["GROUP", "MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT"]
+    headers = ["GROUP", "MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT", "ASSIGNED-LAG"]
     return out, head + "\n" + table(headers, rows)
 
 
@@ -209,7 +294,7 @@ def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
     blocks = []
     for group_id in args.groups:
         if group_id in consumer_groups:
-            summary, block = _describe_consumer_group(consumer_groups[group_id])
+            summary, block = _describe_consumer_group(consumer_groups[group_id], admin)
             out.append(summary)
             blocks.append(block)
             continue
@@ -218,6 +303,10 @@ def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
         if not exists:
             errors.append(f"Consumer group '{group_id}' does not exist.")
         members = [_member_summary(m) for m in d["members"]]
+        if exists and members:
+            lags = _assigned_lags(admin, group_id, members)
+            for m in members:
+                m["assigned_lag"] = lags.get(m["member_id"])
         out.append(
             {
                 "group": group_id,
@@ -239,10 +328,12 @@ def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
                     m["client_id"],
                     m["host"],
                     " ".join(f"{a['topic']}:{','.join(map(str, a['partitions']))}" for a in m["assignment"]) or "-",
+                    m.get("assigned_lag"),
                 ]
                 for m in members
             ]
-            blocks.append(head + "\n" + table(["GROUP", "MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"], rows))
+            headers = ["GROUP", "MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT", "ASSIGNED-LAG"]
+            blocks.append(head + "\n" + table(headers, rows))
     return Result({"groups": out}, "\n\n".join(blocks), FAILED if errors else OK, errors)
 
 
@@ -431,3 +522,41 @@ def reset_offsets(args: argparse.Namespace, admin: Any) -> Result:
         text += "\n(dry run: nothing was changed; add --execute to write these offsets)"
     data = {"group": group, "state": state, "executed": bool(args.execute), "partitions": entries}
     return Result(data, text, FAILED if errors else OK, errors)
+
+
+# -- rebalance (issue 13) ------------------------------------------------------------------------
+
+
+def rebalance(args: argparse.Namespace, admin: Any) -> Result:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    resource = ConfigResource(ConfigResourceType.GROUP, args.group, {REBALANCE_CONFIG: "now"})
+    try:
+        answer = admin.alter_configs([resource], raise_on_unknown=False, incremental=True)
+    except Exception as exc:  # the broker's refusal comes back as an error code, raised by the client
+        return Result({"group": args.group, "rebalanced": False, "error": str(exc)}, "", FAILED, [f"Group '{args.group}': {exc}"])
+    error = _alter_error(answer)
+    if error is not None:
+        return Result(
+            {"group": args.group, "rebalanced": False, "error": error}, "", FAILED, [f"Group '{args.group}' was not rebalanced: {error}."]
+        )
+    text = f"Group '{args.group}': rebalance requested (group epoch bumped; members get the new target on their next heartbeat)."
+    return Result({"group": args.group, "rebalanced": True, "error": None}, text)
+
+
+def _alter_error(answer: Any) -> str | None:
+    """The first error in an alter_configs answer, by Kafka's name; None when every resource succeeded."""
+    stack = [answer]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, type) and issubclass(item, Exception):
+            if getattr(item, "errno", 0):
+                return _error_label(item)
+        elif isinstance(item, Exception):
+            if getattr(item, "errno", 0):
+                return _error_label(type(item))
+    return None

@@ -24,4 +24,5 @@ from broker.apis import (  # noqa: F401
     offset_for_leader_epoch,
     produce,
     sync_group,
+    transactions,
 )

@@ -14,6 +14,12 @@ bytes read from the segment files, never decoded. When less than min_bytes is av
 request parks until appends to its partitions bring enough (each append wakes it), or until
 max_wait_ms, then reads again.
 
+read_committed (isolation_level 1): reads stop at the last stable offset (the first offset of
+the oldest open transaction), and each partition lists the aborted transactions (producer id,
+first offset) overlapping the returned batches, from the segments' transaction indexes, so
+the client drops their records; markers (control batches) are returned as stored and skipped
+by clients, which advance their position past them, as with Kafka.
+
 last_fetched_epoch (v12+) is not checked: every batch here is of leader epoch 0, so a
 consumer's log never diverges from this broker's.
 """
@@ -21,6 +27,7 @@ consumer's log never diverges from this broker's.
 from __future__ import annotations
 
 import asyncio
+import struct
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,6 +48,7 @@ _FLEXIBLE_FROM = 12
 _TOPIC_IDS_FROM = 13
 _PARKED: weakref.WeakKeyDictionary[Broker, set[asyncio.Future[None]]] = weakref.WeakKeyDictionary()
 _EMPTY = b""
+_BASE_LEN = struct.Struct(">qi")
 
 
 @dataclass(slots=True)
@@ -55,6 +63,7 @@ class _Partition:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: Any = _EMPTY
+    aborted: Any = None  # read_committed: [(producer id, first offset)]
 
 
 @dataclass(slots=True)
@@ -86,8 +95,18 @@ def encode_response(version: int, error: int, topics: list[_Topic], read_committ
             meta += I64.pack(p.last_stable_offset)
             if version >= 5:
                 meta += I64.pack(p.log_start_offset)
-            # Aborted transactions: null when reading uncommitted, none to report otherwise.
-            meta += array_len(0 if read_committed and not p.error else None, flex)
+            # Aborted transactions: null when reading uncommitted.
+            aborted = p.aborted
+            if not read_committed or p.error:
+                meta += array_len(None, flex)
+            elif not aborted:
+                meta += array_len(0, flex)
+            else:
+                meta += array_len(len(aborted), flex)
+                for producer_id, first_offset in aborted:
+                    meta += I64.pack(producer_id) + I64.pack(first_offset)
+                    if flex:
+                        meta += NO_TAGS
             if version >= 11:
                 meta += I32.pack(-1)  # preferred_read_replica
             records = p.records
@@ -135,7 +154,19 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Topic]:
     return out
 
 
-def _read(topics: list[_Topic], max_bytes: int) -> tuple[int, bool]:
+def _upper_bound(data: memoryview) -> int:
+    """The offset after the last batch of `data` (whole batches)."""
+    pos = 0
+    last = -1
+    n = len(data)
+    while n - pos >= 61:
+        base, length = _BASE_LEN.unpack_from(data, pos)
+        last = base + I32.unpack_from(data, pos + 23)[0]
+        pos += length + 12
+    return last + 1
+
+
+def _read(topics: list[_Topic], max_bytes: int, read_committed: bool = False) -> tuple[int, bool]:
     """Read every partition; returns (bytes read, whether some partition has an error)."""
     limit = max_bytes
     min_one = True
@@ -144,6 +175,7 @@ def _read(topics: list[_Topic], max_bytes: int) -> tuple[int, bool]:
     for t in topics:
         for p in t.partitions:
             log = p.log
+            p.aborted = None
             if log is not None and log.closed and p.error == 0:
                 p.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if p.error:
@@ -152,7 +184,10 @@ def _read(topics: list[_Topic], max_bytes: int) -> tuple[int, bool]:
                 continue
             assert log is not None
             try:
-                data = log.read(p.fetch_offset, min(p.max_bytes, limit), min_one)
+                if read_committed:
+                    data = log.read(p.fetch_offset, min(p.max_bytes, limit), min_one, log.last_stable_offset)
+                else:
+                    data = log.read(p.fetch_offset, min(p.max_bytes, limit), min_one)
             except OffsetOutOfRange:
                 p.error = ErrorCode.OFFSET_OUT_OF_RANGE
                 p.high_watermark = p.last_stable_offset = p.log_start_offset = -1
@@ -166,6 +201,9 @@ def _read(topics: list[_Topic], max_bytes: int) -> tuple[int, bool]:
                 p.records = _EMPTY
                 continue
             p.records = data
+            if read_committed:
+                aborted = log.aborted_transactions(p.fetch_offset, _upper_bound(data))
+                p.aborted = [(a.producer_id, a.first_offset) for a in aborted] if aborted else None
             n = len(data)
             total += n
             limit = max(0, limit - n)
@@ -191,7 +229,7 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     read_committed = request.isolation_level == 1
     topics = _resolve(ctx, request)
     max_bytes = request.max_bytes
-    total, errors = _read(topics, max_bytes)
+    total, errors = _read(topics, max_bytes, read_committed)
     if errors:  # for the request metrics (broker/metrics/errors.py)
         ctx.errors = [p.error for t in topics for p in t.partitions if p.error]
     if request.max_wait_ms <= 0 or total >= request.min_bytes or errors or not topics or not ctx.broker.accepting:
@@ -226,7 +264,7 @@ async def _park(
         for log in logs.values():
             assert log is not None
             log.remove_waiter(on_append)
-    _read(topics, max_bytes)
+    _read(topics, max_bytes, read_committed)
     return encode_response(version, 0, topics, read_committed)
 
 

@@ -1,7 +1,8 @@
 """FindCoordinator v0-v6: every key resolves to this node (CO-1..CO-12).
 
 The partition a key maps to (CO-1, CO-4) always has this single node as leader, so the
-answer is this node unless the coordinator service is not running (CO-12).
+answer is this node unless the coordinator service (group or transaction) is not running
+(CO-12), or its internal topic was deleted (CO-7: created again, COORDINATOR_NOT_AVAILABLE).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def _error(request: Any, code: ErrorCode) -> Any:
 def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
     if key_type == SHARE:
         return ErrorCode.INVALID_REQUEST  # no share coordinator (and SHARE needs v6: CO-8)
-    coordinator = getattr(ctx.broker, "coordinator", None)
-    if key_type == GROUP:
+    coordinator = getattr(ctx.broker, "coordinator", None) if key_type == GROUP else getattr(ctx.broker, "txn", None)
+    if key_type in (GROUP, TRANSACTION):
         if coordinator is None or not coordinator.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # CO-12
         if coordinator.topic_missing:

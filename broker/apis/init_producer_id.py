@@ -1,19 +1,21 @@
-"""InitProducerId v0-v5 for idempotent (non-transactional) producers.
+"""InitProducerId v0-v5.
 
-As Kafka's TransactionCoordinator does when the transactional id is null, every request gets
-a fresh producer id with epoch 0, whether or not it names a current id and epoch (the Java
-client and librdkafka bump an idempotent producer's epoch themselves, and the partition logs
-accept the bumped epoch starting at sequence 0). A producer id without an epoch, or the
-reverse, is INVALID_REQUEST; an empty transactional id too.
+Idempotent producers (null transactional id): as Kafka's TransactionCoordinator does, every
+request gets a fresh producer id with epoch 0, whether or not it names a current id and epoch
+(the Java client and librdkafka bump an idempotent producer's epoch themselves, and the
+partition logs accept the bumped epoch starting at sequence 0).
 
-Transactions come later: until then a transactional id is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which librdkafka treats as fatal at once
-(init_transactions fails with "Transactional Id authorization failed") instead of retrying
-until its timeout, as it would with the coordinator errors.
+Transactional producers go to the transaction coordinator (broker/txn/coordinator.py): epoch
+bumps, fencing, KIP-360 recovery with the current producer id and epoch (v3+), timeouts
+bounded by --transaction-max-timeout-ms. Below v4 PRODUCER_FENCED is answered as
+INVALID_PRODUCER_EPOCH, as Kafka does for clients that predate it.
+
+A producer id without an epoch, or the reverse, is INVALID_REQUEST; an empty transactional id too.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kafka.protocol.producer import InitProducerIdResponse
@@ -38,12 +40,31 @@ def _error(request: Any, code: ErrorCode) -> Any:
 @api(ApiKey.INIT_PRODUCER_ID, 0, 5, error_response=_error)
 def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    if request.transactional_id is not None:
-        if request.transactional_id == "":
-            return _response(version, ErrorCode.INVALID_REQUEST)
-        return _response(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    pid, epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     if version >= 3:
         pid, epoch = request.producer_id, request.producer_epoch
         if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
             return _response(version, ErrorCode.INVALID_REQUEST)
-    return _response(version, 0, ctx.broker.producer_ids.next_id(), 0)
+    if request.transactional_id is None:
+        return _response(version, 0, ctx.broker.producer_ids.next_id(), 0)
+    if request.transactional_id == "":
+        return _response(version, ErrorCode.INVALID_REQUEST)
+    txn = ctx.broker.txn
+    if txn is None:
+        return _response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    code, new_pid, new_epoch, waits = txn.init_producer_id(request.transactional_id, request.transaction_timeout_ms, pid, epoch)
+    if code is ErrorCode.PRODUCER_FENCED and version < 4:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    if code:
+        ctx.errors = [code]
+    if not waits:
+        return _response(version, code, new_pid, new_epoch)
+    return _after(waits, version, code, new_pid, new_epoch)
+
+
+async def _after(waits: list[Any], version: int, code: ErrorCode, pid: int, epoch: int) -> Any:
+    try:
+        await asyncio.gather(*waits)
+    except Exception:
+        return _response(version, ErrorCode.NOT_COORDINATOR)  # the record could not be made durable
+    return _response(version, code, pid, epoch)

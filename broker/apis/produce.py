@@ -8,6 +8,13 @@ the log's own rules (storage.validation) and idempotent-producer sequence checks
 batch appends nothing. With acks=0 nothing is sent back, and an error closes the connection
 so the client notices (as Kafka does).
 
+A transactional batch is verified with the transaction coordinator before it is appended, as
+Kafka's partition leaders do (KIP-890 part 1, transaction.partition.verification.enable):
+the producer id and epoch must be the transactional id's current ones
+(INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING) and the partition must be in its
+ongoing transaction (INVALID_TXN_STATE); a coordinator that cannot answer yet (loading,
+markers in flight) is NOT_ENOUGH_REPLICAS, which producers retry.
+
 Unlike Kafka, an unknown topic is auto-created here when the broker allows it (Kafka answers
 UNKNOWN_TOPIC_OR_PARTITION and lets the client's next Metadata request create it).
 """
@@ -153,7 +160,7 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
                     res.error = ErrorCode.INVALID_TOPIC_EXCEPTION
                 else:
                     assert batch is not None
-                    _append(log, batch, res)
+                    _append(log, batch, res, request.transactional_id, broker)
                     if not res.error:
                         appended.append(log)
             if res.error:
@@ -163,15 +170,31 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
     return _respond(acks, version, out, failed, appended, ctx)
 
 
-def _append(log: Any, batch: memoryview, res: PartitionResult) -> None:
+_RETRY_LATER = (
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+)
+
+
+def _verify_transactional(broker: Any, transactional_id: str | None, header: Any, topic: str, partition: int) -> int:
+    txn = broker.txn
+    if txn is None or transactional_id is None:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    code = txn.verify(transactional_id, header.producer_id, header.producer_epoch, topic, partition)
+    return ErrorCode.NOT_ENOUGH_REPLICAS if code in _RETRY_LATER else code
+
+
+def _append(log: Any, batch: memoryview, res: PartitionResult, transactional_id: str | None = None, broker: Any = None) -> None:
     try:
         header = validate_client_batch(batch, log.config, log.name)
         if header.is_transactional:
-            # Transactions come with the transaction coordinator; until then no producer can
-            # hold a transactional id (InitProducerId refuses them), so none is in a transaction.
-            res.error = ErrorCode.INVALID_TXN_STATE
-            res.log_start_offset = log.log_start_offset
-            return
+            code = _verify_transactional(broker, transactional_id, header, log.topic, log.partition)
+            if code:
+                res.error = code
+                res.log_start_offset = log.log_start_offset
+                return
         result = log.append(bytearray(batch))
     except RecordErrors as exc:
         res.error = exc.code

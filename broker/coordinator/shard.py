@@ -119,10 +119,22 @@ class CoordinatorShard:
                 self.replay(key, value, base + i)
         return self.service.broker.logs.wait_durable(self.log_)
 
-    def _append(self, records: list[Record]) -> Any:
-        batch = rec.build_batch(records, timestamp_ms=self.now_ms())
+    def _append(self, records: list[Record], producer_id: int = rec.NO_PRODUCER_ID, producer_epoch: int = rec.NO_PRODUCER_EPOCH) -> Any:
+        if producer_id == rec.NO_PRODUCER_ID:
+            batch = rec.build_batch(records, timestamp_ms=self.now_ms())
+        else:  # TX-4: a transactional batch of the producer (the transaction coordinator verified it)
+            batch = rec.build_batch(
+                records,
+                timestamp_ms=self.now_ms(),
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                attributes=rec.TRANSACTIONAL_BIT,
+            )
+        return self._append_batch(batch, check_producer=producer_id == rec.NO_PRODUCER_ID)
+
+    def _append_batch(self, batch: bytearray, check_producer: bool = True) -> Any:
         try:
-            return self.log_.append(batch)  # an armed append fault (broker/faults.py) fails it here
+            return self.log_.append(batch, check_producer=check_producer)  # an armed append fault (broker/faults.py) fails it here
         except (OSError, LogError) as exc:
             # A failed disk (KAFKA_STORAGE_ERROR) is answered NOT_COORDINATOR (GE-3).
             log.error("cannot append to __consumer_offsets", partition=self.partition, error=str(exc))
@@ -223,6 +235,60 @@ class CoordinatorShard:
                     self.offsets.put(group_id, topic, partition, value)
         if not self.pending_txn:
             self.plain_commit_offsets.clear()
+
+    def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        commits: list[tuple[str, int, int, int, str | None]],
+    ) -> tuple[list[ErrorCode], Awaitable[Any] | None]:
+        """TX-2 and TX-4: (topic, partition, offset, leader epoch, metadata) written as pending
+        offsets of `producer_id` in one transactional batch; one error per commit, in order."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
+            group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
+        error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=True)
+        if error is not ErrorCode.NONE:
+            raise CoordinatorError(error)
+        now = self.now_ms()
+        max_meta = self.config.offset_metadata_max_bytes
+        records: list[Record] = []
+        results: list[ErrorCode] = []
+        for topic, partition, offset, leader_epoch, metadata in commits:
+            if metadata is not None and utf16_length(metadata) > max_meta:
+                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)  # OC-6
+                continue
+            results.append(ErrorCode.NONE)
+            value = orec.offset_commit_value(offset, leader_epoch, metadata or "", now, -1)
+            records.append((orec.offset_commit_key(group_id, topic, partition), value))
+        if not records:
+            return results, None
+        if self.state is not ShardState.ACTIVE:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        if rec.batch_size(records) > self.max_batch_bytes:
+            raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)
+        self.flush_pending()  # plain commits enqueued before this one keep their place in the log
+        appended = self._append(records, producer_id, producer_epoch)
+        for i, (key, value) in enumerate(records):
+            self.replay(key, value, appended.base_offset + i, producer_id)
+        self.service.stats.offset_commits += len(records)
+        return results, self.service.broker.logs.wait_durable(self.log_)
+
+    def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> Awaitable[Any] | None:
+        """A COMMIT or ABORT marker from the transaction coordinator: appended as a control
+        batch and replayed as at load (RL-2)."""
+        if self.state is not ShardState.ACTIVE:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        self.flush_pending()
+        self._append_batch(rec.build_control_batch(commit, producer_id, producer_epoch, 0, timestamp_ms=self.now_ms()))
+        self.replay_end_transaction(producer_id, commit)
+        return self.service.broker.logs.wait_durable(self.log_)
 
     def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
         key = (group_id, topic, partition)
@@ -420,6 +486,12 @@ class CoordinatorShard:
             applied.append((topic, c.partition, value))
         if not records:
             return results, None
+        if self.pending_txn:
+            # TX-4 precedence: these records land at or after the log end (enqueued ones are
+            # appended before any later transactional write), which orders them against pending offsets.
+            at = self.log_.log_end_offset
+            for topic, partition, _value in applied:
+                self.plain_commit_offsets[(group_id, topic, partition)] = at
         if batched:
             size = rec.batch_size(records)
             if size > self.max_batch_bytes:

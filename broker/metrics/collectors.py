@@ -19,6 +19,8 @@ Names follow Prometheus conventions; where Kafka has an equivalent it is named a
   group-completed-rebalance-count, and how long each took (PreparingRebalance to Stable);
 - kaflet_offset_commits_total, _expirations_total, _deletions_total, kaflet_committed_offsets:
   offset-commit-count, offset-expiration-count, offset-deletion-count, offset-count;
+- kaflet_consumergroup_member_assigned_lag{group,member}: the lag of each consumer-protocol member's
+  assigned partitions (issue 13; no Kafka equivalent);
 - kaflet_log_size_bytes / kaflet_log_segments{topic,partition}: kafka.log Log Size / NumLogSegments;
 - kaflet_log_append_duration_seconds, kaflet_log_fsync_duration_seconds: LogFlushStats and the
   append part of the produce path;
@@ -83,6 +85,7 @@ class KafletCollector(Collector):
         pool.add_metric([], broker.limits.pool_used)
         yield pool
         yield from self._groups()
+        yield from self._member_lag()
         yield from self._logs()
         yield from self._coordinator_load()
 
@@ -180,6 +183,23 @@ class KafletCollector(Collector):
         offsets = GaugeMetricFamily("kaflet_committed_offsets", "Committed offsets held by the coordinator (Kafka's offset-count).")
         offsets.add_metric([], committed)
         yield offsets
+
+    def _member_lag(self) -> Iterator[Any]:
+        """Issue 13: each consumer-group member's assigned lag, as the lag-aware assignor counts it."""
+        broker = self.service.broker
+        family = GaugeMetricFamily(
+            "kaflet_consumergroup_member_assigned_lag",
+            "Lag of the partitions a consumer-protocol group member is assigned (log end minus committed offset; "
+            "never-committed partitions per lag.aware.uncommitted).",
+            labels=["group", "member"],
+        )
+        coordinator = broker.coordinator
+        if coordinator is not None and broker.config.group_metrics:
+            for shard in coordinator.active_shards():
+                for group_id, group in sorted(shard.consumer_groups.items()):
+                    for member_id, lag in sorted(shard.consumer.assigned_lags(group).items()):
+                        family.add_metric([group_id, member_id], lag)
+        yield family
 
     def _logs(self) -> Iterator[Any]:
         service = self.service

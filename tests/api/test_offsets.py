@@ -6,8 +6,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from broker import Broker, Config
 from protocol import records as r
 from protocol.errors import ErrorCode
@@ -145,10 +143,3 @@ async def test_init_producer_id(make_config: Callable[..., Config]) -> None:
             bad = await client.request(d.init_producer_id(producer_id=5, epoch=-1))
             assert (bad.error_code, bad.producer_id, bad.producer_epoch) == (ErrorCode.INVALID_REQUEST, -1, -1)
             await client.close()
-
-
-@pytest.mark.parametrize("version", [0, 3, 5])
-async def test_transactional_init_producer_id_is_refused(broker: Broker, raw: Callable[..., Any], version: int) -> None:
-    client: RawClient = await raw()
-    resp = await client.request(d.init_producer_id("my-txn", version=version), version=version)
-    assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)

@@ -139,7 +139,7 @@ def test_a_synchronous_caller_produces_consumes_and_commits(helper: Callable[[],
 def test_the_thread_helper_touches_broker_state_on_its_loop() -> None:
     with Broker.in_thread(offsets_partitions=5) as served:
         confluent_scenario(served.bootstrap, "state", "state-group")
-        assert served.run(lambda broker: sorted(broker.topics.topics)) == ["__consumer_offsets", "state"]
+        assert {"__consumer_offsets", "state"} <= served.run(lambda broker: set(broker.topics.topics))
         address = served.metrics_address
         assert address is not None and address.startswith("127.0.0.1:") and not address.endswith(":9644")
     assert not served._thread.is_alive()

@@ -38,6 +38,7 @@ async def _committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
 def test_torn_offsets_tail_is_truncated_and_the_shard_loads(broker_proc: Callable[..., BrokerProcess], tmp_path: Path) -> None:
     group = "torn-group"
     bp = broker_proc()
+    bp.wait_for(lambda r: r.get("event") == "coordinator loaded")  # commits before it get COORDINATOR_LOAD_IN_PROGRESS
     asyncio.run(_commit_all(bp.bootstrap, group, [10, 20, 30]))
     bp.kill()
     partition = partition_for(group, PARTITIONS)

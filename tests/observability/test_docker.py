@@ -135,6 +135,10 @@ def test_every_dashboard_metric_is_in_a_live_scrape(broker_thread: Callable[...,
     member.subscribe(["dash"])
     wait_until(lambda: assigned(member), timeout=30, message="assignment")
     member.commit(offsets=[TopicPartition("dash", 0, 1)], asynchronous=False)
+    # A consumer-protocol (KIP-848) member too, for the per-member assigned-lag panel (issue 13).
+    modern = Consumer({"bootstrap.servers": bt.bootstrap, "group.id": "dash-modern", "group.protocol": "consumer"})
+    modern.subscribe(["dash"])
+    wait_until(lambda: assigned(modern), timeout=30, message="consumer-protocol assignment")
     with pytest.raises(KafkaException):  # a response with an error, so that the errors family has samples
         member.commit(offsets=[TopicPartition("dash", 7, 1)], asynchronous=False)
     address = bt.broker.metrics.address
@@ -142,6 +146,7 @@ def test_every_dashboard_metric_is_in_a_live_scrape(broker_thread: Callable[...,
     member.close()
     assert status == 200
     s = scrape(address)
+    modern.close()
     present = {sample.name for family in s.families.values() for sample in family.samples}
     queries = dashboard_queries()
     used = set().union(*(metric_names(q) for q in queries)) - {"consumergroup"}  # a label_values() argument

@@ -14,7 +14,8 @@ writes one JSON line per event, flushed at once so that a SIGKILL loses nothing 
 Every event carries "t", time.monotonic(), a clock shared by all processes on the machine.
 
 Commands on stdin, one a line: "close" (leave the group cleanly and exit), "stall" (stop
-polling, to exceed max.poll.interval.ms), "resume". A killed agent is simply SIGKILLed.
+polling, to exceed max.poll.interval.ms), "resume". With `"stalled": true` (confluent-kafka) the agent
+subscribes and waits for "resume" before its first poll. A killed agent is simply SIGKILLed.
 
 Processing ("process": true) is at-least-once: records are reported before their offsets are
 committed; a commit of the processed positions follows every `commit_every` polls that
@@ -180,6 +181,10 @@ def run_confluent(spec: dict[str, Any], out: Reporter, commands: Commands) -> No
 
     consumer.subscribe(spec["topics"], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     out.emit("started")
+    if spec.get("stalled") and not wait_resume(commands, out):
+        consumer.close()
+        out.emit("closed")
+        return
     while follow(commands, out):
         batch = consumer.consume(500, 0.1)
         for m in batch:
@@ -201,6 +206,15 @@ def tp_set(tps: Any) -> set[TP]:
 def committed(out: Reporter, offsets: dict[TP, int]) -> bool:
     out.emit("committed", offsets=sorted([t, p, o] for (t, p), o in offsets.items()))
     return True
+
+
+def wait_resume(commands: Commands, out: Reporter) -> bool:
+    """`"stalled": true`: subscribed but not polling until "resume" (False on "close"). A KIP-848 consumer
+    joins from librdkafka's own thread meanwhile, but applies no assignment, so it reads nothing."""
+    out.emit("stalled")
+    while (command := commands.next(0.1)) not in ("resume", "close"):
+        pass
+    return command == "resume"
 
 
 def follow(commands: Commands, out: Reporter) -> bool:

@@ -21,7 +21,6 @@ Where kaflet decides (Kafka is silent, or kaflet is a development broker):
 
 from __future__ import annotations
 
-import base64
 import time
 import uuid
 from collections.abc import Awaitable
@@ -39,7 +38,12 @@ from broker.coordinator.consumer.group import (
     MemberState,
     Partitions,
     from_partitions,
+    new_member_id,
 )
+from broker.coordinator.consumer.lag import GROUP_CONFIG as LAG_CONFIG
+from broker.coordinator.consumer.lag import MODES as LAG_MODES
+from broker.coordinator.consumer.lag import lag_function
+from broker.coordinator.consumer.migration import Migration
 from broker.coordinator.consumer.reconcile import next_assignment
 from broker.coordinator.errors import CoordinatorError
 from protocol.errors import ErrorCode
@@ -79,11 +83,6 @@ class HeartbeatResult:
     assignment: Partitions | None = None
 
 
-def new_member_id() -> str:
-    """Kafka's `Uuid.randomUuid().toString()`: 22 characters of URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
 def _session_key(group_id: str, member_id: str) -> str:
     return f"consumer-session-{group_id}-{member_id}"
 
@@ -102,6 +101,7 @@ class ConsumerGroupManager:
         self.timers = shard.timers
         self.config = shard.config
         self.stats = shard.service.stats
+        self.migration = Migration(self)
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -184,7 +184,7 @@ class ConsumerGroupManager:
             group.metadata_refresh = True
             self._resolve_regexes(group)
             for member in group.members.values():
-                self._schedule_session(group.group_id, member.member_id)
+                self._schedule_session(group.group_id, member.member_id, member.classic.session_timeout_ms if member.classic else None)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance(group.group_id, member.member_id, member.member_epoch, member.rebalance_timeout_ms)
             if group.members:
@@ -336,6 +336,28 @@ class ConsumerGroupManager:
                 updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
+        reconciled, waiter, group = self._update_member(group, before, updated, replaced, is_new, bump, req.topic_partitions, records)
+
+        full = joining or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.topic_partitions is not None)
+        result = HeartbeatResult(reconciled.member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group.group_id))
+        if full or reconciled.assigned != before.assigned:
+            result.assignment = reconciled.assigned
+        return result, waiter
+
+    def _update_member(
+        self,
+        group: ConsumerGroup,
+        before: ConsumerMember,
+        updated: ConsumerMember,
+        replaced: str | None,
+        is_new: bool,
+        bump: bool,
+        owned: Owned,
+        records: list[Record],
+    ) -> tuple[ConsumerMember, Awaitable[Any] | None, ConsumerGroup]:
+        """KH-8..KH-10 for a member whose new metadata is `updated` (from a ConsumerGroupHeartbeat
+        or, KM-3, a classic JoinGroup): subscription metadata and group epoch, target assignment,
+        reconciliation; the records are written and the member's timers armed."""
         regex_changed = False
         if updated.subscribed_topic_regex is not None and updated.subscribed_topic_regex not in group.regex_topics:
             group.regex_topics[updated.subscribed_topic_regex] = resolve_regex(updated.subscribed_topic_regex, self._topic_names())
@@ -370,7 +392,7 @@ class ConsumerGroupManager:
 
         reconciled = updated
         if not updated.is_reconciled_to(target_epoch):
-            reconciled = next_assignment(updated, target_epoch, target, group.current_partition_epoch, req.topic_partitions)
+            reconciled = next_assignment(updated, target_epoch, target, group.current_partition_epoch, owned)
             if reconciled is not updated and (is_new or not reconciled.same_assignment(updated)):
                 records.append(self._current_record(group.group_id, reconciled))
 
@@ -381,13 +403,8 @@ class ConsumerGroupManager:
         if refreshed:
             group.metadata_refresh = False
         self._after_write(group, before, reconciled, group_epoch, was_stable)
-        self._schedule_session(group.group_id, reconciled.member_id)
-
-        full = joining or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.topic_partitions is not None)
-        result = HeartbeatResult(reconciled.member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group.group_id))
-        if full or reconciled.assigned != before.assigned:
-            result.assignment = reconciled.assigned
-        return result, waiter
+        self._schedule_session(group.group_id, reconciled.member_id, reconciled.classic.session_timeout_ms if reconciled.classic else None)
+        return reconciled, waiter, group
 
     def _after_write(self, group: ConsumerGroup, before: ConsumerMember, after: ConsumerMember, group_epoch: int, was_stable: bool) -> None:
         gid = group.group_id
@@ -429,7 +446,8 @@ class ConsumerGroupManager:
             log.info("empty classic group replaced by a consumer group", group=group_id)
             records.append((orec.group_metadata_key(group_id), None))
             return ConsumerGroup(group_id)
-        # KM-2 (online upgrade of a non-empty classic group) is not served yet.
+        if create and self.migration.can_upgrade(classic):
+            return self.migration.upgrade(classic, records)  # KM-2
         raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     @staticmethod
@@ -553,13 +571,18 @@ class ConsumerGroupManager:
         records.append(
             (key_of(orec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, group.group_id), orec.consumer_group_epoch_value(group_epoch))
         )
+        elapsed_ms = round((time.monotonic() - started) * 1000, 2)
+        member_lags = assignors.base.member_lags(result, spec.lag)
         log.info(
             "target assignment computed",
             group=group.group_id,
             group_epoch=group_epoch,
             assignor=name,
             members=len(members),
-            ms=round((time.monotonic() - started) * 1000, 2),
+            ms=elapsed_ms,
+            lag_spread=max(member_lags.values()) - min(member_lags.values()) if member_lags else 0,
+            lag_max=max(member_lags.values(), default=0),
+            lag_total=sum(member_lags.values()),
         )
         return new_targets.get(updated.member_id, {}) if updated is not None else {}
 
@@ -573,27 +596,39 @@ class ConsumerGroupManager:
         return max(counts, key=lambda n: counts[n])
 
     def _lag_function(self, group_id: str, subscription: dict[str, orec.TopicMetadata]) -> Any:
-        """Lag of (topic, partition) for this group, for the lag-aware assignor: end offset minus the
-        committed offset; without a commit, per `--lag-aware-uncommitted` (earliest: the whole log;
-        latest: nothing)."""
-        broker = self.shard.service.broker
-        offsets = self.shard.offsets
-        uncommitted = getattr(self.config, "lag_aware_uncommitted", "earliest")
+        """Lag of (topic, partition) for this group (issue 13, broker/coordinator/consumer/lag.py)."""
+        return lag_function(self.shard.service.broker.logs, self.shard.offsets.of_group(group_id), self.lag_aware_uncommitted(group_id))
 
-        def lag(topic: str, partition: int) -> int:
-            try:
-                plog = broker.logs.get(topic, partition)
-            except Exception:
-                return 0
-            if plog is None:
-                return 0
-            end = plog.next_offset
-            committed = offsets.get(group_id, topic, partition)
-            if committed is not None:
-                return max(end - committed.offset, 0)
-            return max(end - plog.log_start_offset, 0) if uncommitted == "earliest" else 0
+    def lag_aware_uncommitted(self, group_id: str) -> str:
+        """`lag.aware.uncommitted` of the group (a group config), else the broker's `--lag-aware-uncommitted`."""
+        configs = getattr(self.shard.service, "group_configs", None)
+        value = configs.get(group_id, LAG_CONFIG) if configs is not None else None
+        return str(value) if value in LAG_MODES else getattr(self.config, "lag_aware_uncommitted", "earliest")
 
-        return lag
+    def assigned_lags(self, group: ConsumerGroup) -> dict[str, int]:
+        """Member id -> total lag of the partitions it is assigned now (describe, metrics)."""
+        lag = self._lag_function(group.group_id, group.subscription_metadata)
+        topics = self.topics
+        out: dict[str, int] = {}
+        for mid, member in group.members.items():
+            total = 0
+            for topic_id, ps in member.assigned.items():
+                topic = topics.get_by_id(topic_id)
+                if topic is not None:
+                    total += sum(lag(topic.name, p) for p in ps)
+            out[mid] = total
+        return out
+
+    def request_rebalance(self, group_id: str, reason: str) -> Awaitable[Any] | None:
+        """Bump the group epoch with no membership change (issue 13's `kaflet groups rebalance`): the next
+        heartbeat computes a new target assignment, as after a subscription change (KH-8, KH-9)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        epoch = group.group_epoch + 1
+        waiter = self.shard.write([self._epoch_record(group_id, epoch)])
+        log.info("group epoch bumped", group=group_id, group_epoch=epoch, reason=reason)
+        return waiter
 
     # -- offsets (KO-1, OF-8) ------------------------------------------------------------------
 
@@ -637,7 +672,11 @@ class ConsumerGroupManager:
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> Awaitable[Any] | None:
         """KH-14's effects: the member's records tombstoned, subscription metadata recomputed,
-        the group epoch bumped, the member's timers cancelled."""
+        the group epoch bumped, the member's timers cancelled; or, when only classic members
+        would remain, the downgrade to a classic group (KM-4)."""
+        if self.migration.should_downgrade(group, member.member_id):
+            self.stats.consumer_members_fenced += 1 if reason != "left the group" else 0
+            return self.migration.downgrade(group, member.member_id)
         records = self._remove_member_records(group.group_id, member.member_id)
         members = self._members_view(group, None, member.member_id)
         subscription = self._subscription_metadata(group, members)
@@ -659,13 +698,15 @@ class ConsumerGroupManager:
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         self.timers.cancel(_session_key(group_id, member_id))
         self.timers.cancel(_rebalance_key(group_id, member_id))
+        self.timers.cancel(f"consumer-join-{group_id}-{member_id}")  # KM-3's join and sync timers
+        self.timers.cancel(f"consumer-sync-{group_id}-{member_id}")
 
     # -- timers (KT-1..KT-3) ------------------------------------------------------------------------
 
-    def _schedule_session(self, group_id: str, member_id: str) -> None:
-        self.timers.schedule(
-            _session_key(group_id, member_id), self.session_timeout_ms(group_id), lambda: self._session_expired(group_id, member_id)
-        )
+    def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
+        """KH-12 (KM-3: a classic member's own session timeout)."""
+        timeout = self.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
+        self.timers.schedule(_session_key(group_id, member_id), timeout, lambda: self._session_expired(group_id, member_id))
 
     def _session_expired(self, group_id: str, member_id: str) -> None:
         """KT-1."""

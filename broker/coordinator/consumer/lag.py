@@ -1,0 +1,88 @@
+"""Lag as the lag-aware assignor (issue 13), `kaflet groups describe` and the metrics see it.
+
+The lag of a partition for a group is its log end offset minus the group's committed offset (0 when the
+commit is ahead of the log, after a truncation). A partition the group never committed counts per
+`lag.aware.uncommitted`: `earliest` (the default) counts the whole log, end minus log start, as a consumer with
+`auto.offset.reset=earliest` would read it; `latest` counts 0. The group config of that name (set through
+IncrementalAlterConfigs on the GROUP resource) wins over the broker default `--lag-aware-uncommitted`.
+
+The end offset is the partition's next offset: on one broker every appended record is replicated, so it is the
+high watermark Kafka's lag tools use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from storage.offsets_records import committed_offset
+
+EARLIEST = "earliest"
+LATEST = "latest"
+MODES = (EARLIEST, LATEST)
+GROUP_CONFIG = "lag.aware.uncommitted"
+REBALANCE_CONFIG = "kaflet.rebalance"
+
+# The group configs issue 13 adds, for the registry of group config definitions (broker/coordinator/
+# group_configs.py, served by IncrementalAlterConfigs / DescribeConfigs on the GROUP resource).
+# `kaflet.rebalance` is an action rather than a setting: Kafka has no API to rebalance a group on demand, and
+# IncrementalAlterConfigs on GROUP is the one admin request every client library can already send for a group,
+# so a SET of it (any value) asks the coordinator to bump the group epoch (GroupCoordinator.request_rebalance,
+# as a subscription change does) and nothing is stored; DescribeConfigs does not list it.
+GROUP_CONFIG_DEFS: dict[str, dict[str, Any]] = {
+    GROUP_CONFIG: {
+        "type": "STRING",
+        "valid": MODES,
+        "broker_default": "lag_aware_uncommitted",  # the Config field whose value is the default
+        "doc": "The lag the lag-aware assignor counts for a partition the group never committed: earliest (log end minus "
+        "log start) or latest (0).",
+    },
+    REBALANCE_CONFIG: {
+        "type": "STRING",
+        "action": "request_rebalance",  # GroupCoordinator method called on SET; never stored
+        "doc": "kaflet only: setting it (any value) bumps the group epoch, so the assignor runs again now.",
+    },
+}
+
+Lag = Callable[[str, int], int]
+
+
+class _Logs(Protocol):
+    def get(self, topic: str, partition: int) -> Any: ...
+
+
+def lag_function(logs: _Logs, group_offsets: Mapping[str, Mapping[int, bytes]] | None, uncommitted: str) -> Lag:
+    """The closure handed to assignors: lag of (topic, partition) for one group, read when called.
+
+    `group_offsets` is the shard's topic -> partition -> raw OffsetCommitValue map of the group (None: no commit).
+    Called once per partition of every subscribed topic at each target computation, so it stays lean: the offset
+    is read straight from the record bytes and the topic's map is looked up once per run of calls on that topic.
+    """
+    offsets = group_offsets or {}
+    earliest = uncommitted != LATEST
+    last: list[Any] = [None, None]  # (topic, its partition -> bytes map)
+
+    def lag(topic: str, partition: int) -> int:
+        plog = logs.get(topic, partition)
+        if plog is None:
+            return 0
+        if last[0] != topic:
+            last[0], last[1] = topic, offsets.get(topic)
+        by_partition = last[1]
+        raw = by_partition.get(partition) if by_partition is not None else None
+        if raw is not None:
+            committed = committed_offset(raw)
+            if committed >= 0:
+                end: int = plog.next_offset
+                return end - committed if end > committed else 0
+        if not earliest:
+            return 0
+        span: int = plog.next_offset - plog.log_start_offset
+        return span if span > 0 else 0
+
+    return lag
+
+
+def assigned_lag(partitions: Mapping[str, frozenset[int] | list[int]], lag: Lag) -> int:
+    """Total lag of a member's partitions (topic name -> partitions)."""
+    return sum(lag(t, p) for t, ps in partitions.items() for p in ps)

@@ -1,0 +1,97 @@
+"""What the analytics commands share: reading `__consumer_offsets` through the kaflet source,
+and running a streaming query either until stopped or over what is there (`--once`)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.analytics.offsets_log import OFFSETS_TOPIC
+
+FORMAT = "kaflet"
+
+
+@dataclass
+class JobOptions:
+    bootstrap: str
+    out: str
+    once: bool = False
+    interval_s: float = 10.0
+    checkpoint: str | None = None
+    # Passed to the kaflet source as "kafka.<key>" options and to the lag lookups' client.
+    client_config: dict[str, str] = field(default_factory=dict)
+    # Set to stop a running (not --once) job; SIGINT and SIGTERM set it when run from the main thread.
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def path(self, name: str) -> str:
+        return str(Path(self.out) / name)
+
+    def checkpoint_for(self, name: str) -> str:
+        return str(Path(self.checkpoint) / name) if self.checkpoint else self.path(f"_checkpoints/{name}")
+
+
+def read_topic(spark: Any, opts: JobOptions, topics: str, *, streaming: bool, **options: str) -> Any:
+    """A batch or streaming DataFrame of `topics` (or of the partitions of an `assign` option) in
+    the connector's schema, from the earliest offsets: an analytics job's first run sees every
+    record that is still in the log."""
+    reader = spark.readStream if streaming else spark.read
+    reader = reader.format(FORMAT).option("kafka.bootstrap.servers", opts.bootstrap)
+    if "assign" not in options:
+        reader = reader.option("subscribe", topics)
+    reader = reader.option("startingOffsets", "earliest")
+    for key, value in opts.client_config.items():
+        reader = reader.option(f"kafka.{key}", value)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def offsets_partitions(opts: JobOptions) -> int:
+    """How many partitions `__consumer_offsets` has (fixed for a cluster's life)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": opts.bootstrap, "group.id": "kaflet-pipeline-metadata", **opts.client_config})
+    try:
+        topic = c.list_topics(OFFSETS_TOPIC, timeout=30).topics.get(OFFSETS_TOPIC)
+    finally:
+        c.close()
+    if topic is None or topic.error is not None or not topic.partitions:
+        raise RuntimeError(f"{OFFSETS_TOPIC} is not there on {opts.bootstrap} (no group has committed yet?): {topic and topic.error}")
+    return len(topic.partitions)
+
+
+def read_offsets_log(spark: Any, opts: JobOptions, *, streaming: bool) -> Any:
+    """`__consumer_offsets`, its partitions assigned by number: an internal topic is not matched
+    by subscriptions, and its partition count never changes."""
+    assign = json.dumps({OFFSETS_TOPIC: list(range(offsets_partitions(opts)))})
+    # A compacted topic has holes in its offsets by design: not data loss.
+    return read_topic(spark, opts, OFFSETS_TOPIC, streaming=streaming, assign=assign, failOnDataLoss="false")
+
+
+def run(writer: Any, opts: JobOptions, name: str) -> None:
+    """Start `writer` (a DataStreamWriter) with its checkpoint; with `once`, process what is
+    there and return (availableNow), else run every `interval_s` until SIGINT or SIGTERM."""
+    writer = writer.option("checkpointLocation", opts.checkpoint_for(name)).queryName(f"kaflet-{name}")
+    writer = writer.trigger(availableNow=True) if opts.once else writer.trigger(processingTime=f"{opts.interval_s} seconds")
+    query = writer.start()
+    if opts.once:
+        query.awaitTermination()
+        return
+    stop = opts.stop
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.is_set() and query.isActive:
+            stop.wait(0.5)
+        if query.exception() is not None:
+            raise query.exception()
+    finally:
+        query.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,115 @@
+"""Issue 13 with real clients: confluent-kafka consumers (`group.protocol=consumer`,
+`group.remote.assignor=lag-aware`), each a child process (tests/support/consumer_agent.py), against a
+broker process.
+
+The consumers start "stalled" (subscribed, joined, not polling): nothing is read or committed while the group
+forms, so the lags the coordinator sees are exactly what was produced, and the assignment they settle on can be
+checked against the lag-aware assignor run on those lags.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Producer
+
+from broker.coordinator.assignors import GroupSpec, MemberSpec, get
+from broker.coordinator.assignors.base import lag_spread
+from broker.embed import BrokerProcess
+from tests.clients.test_consumer_protocol_clients import CONSUMER, never_owned_twice
+from tests.clients.test_group_scenarios import create_topic, everything
+from tests.support.agents import Agent, Agents, wait_group
+from tests.support.waiting import wait_until
+
+TOPIC, GROUP, PARTITIONS = "lagged", "g-lag-aware", 6
+
+
+def produce(bootstrap: str, counts: list[int], start: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for partition, n in enumerate(counts):
+        for i in range(n):
+            producer.produce(TOPIC, value=b"%d-%d" % (start, i), partition=partition)
+    assert producer.flush(30) == 0
+
+
+def expected(members: list[Agent], lags: list[int]) -> dict[str, set[tuple[str, int]]]:
+    """The lag-aware assignor's answer for these members (by member id, as the broker orders them) and lags."""
+    spec = GroupSpec(
+        GROUP,
+        {a.member_id: MemberSpec(a.member_id, None, None, frozenset({TOPIC})) for a in members},
+        {TOPIC: PARTITIONS},
+        lambda t, p: lags[p],
+    )
+    result = get("lag-aware").assign(spec)
+    range_spread = lag_spread(get("range").assign(spec), spec.lag)
+    assert lag_spread(result, spec.lag) < range_spread, "the workload should separate lag-aware from range"
+    return {a.name: {(TOPIC, p) for p in result[a.member_id].get(TOPIC, ())} for a in members}
+
+
+def kaflet(bootstrap: str, *args: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "broker", *args, "--bootstrap-server", bootstrap, "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout)
+
+
+def consumed(members: list[Agent]) -> set[tuple[int, int]]:
+    return {(p, o) for a in members for e in a.of_kind("records") for _t, p, o in e["recs"]}
+
+
+def committed_to(members: list[Agent], ends: list[int]) -> bool:
+    done: dict[int, int] = {}
+    for a in members:
+        for e in a.of_kind("committed"):
+            for _t, p, o in e["offsets"]:
+                done[p] = max(done.get(p, 0), o)
+    return all(done.get(p, 0) >= end for p, end in enumerate(ends) if end)
+
+
+def form_group(broker_proc: Callable[..., BrokerProcess], agents: Agents, first: list[int]) -> tuple[BrokerProcess, Any, list[Agent]]:
+    """Three stalled consumers join a topic filled with `first`; resumed once the target for all three exists."""
+    bp = broker_proc("--group-consumer-assignors", "uniform,range,lag-aware", "--group-consumer-session-timeout-ms", "10000")
+    admin = create_topic(bp.bootstrap, TOPIC, PARTITIONS)
+    produce(bp.bootstrap, first, 1)
+    spec = {**CONSUMER, "remote_assignor": "lag-aware", "process": True, "stalled": True}
+    members = [agents.start("confluent", f"lag-{i}", bp.bootstrap, GROUP, [TOPIC], **spec) for i in range(3)]
+    bp.wait_for(lambda r: r.get("event") == "target assignment computed" and r.get("group") == GROUP and r.get("members") == 3, timeout=60)
+    for m in members:
+        m.send("resume")
+    return bp, admin, members
+
+
+def test_three_consumers_on_an_unevenly_filled_topic_get_the_lag_balanced_assignment(
+    broker_proc: Callable[..., BrokerProcess], agents: Agents
+) -> None:
+    first = [300, 20, 150, 10, 90, 60]
+    bp, admin, members = form_group(broker_proc, agents, first)
+    owned = wait_group(admin, GROUP, members, everything(TOPIC, PARTITIONS))
+    assert owned == expected(members, first)
+    computed = [r for r in bp.records if r.get("event") == "target assignment computed" and r.get("members") == 3][-1]
+    assert computed["assignor"] == "lag-aware" and computed["lag_spread"] == max(
+        sum(first[p] for _t, p in s) for s in owned.values()
+    ) - min(sum(first[p] for _t, p in s) for s in owned.values())
+    # Before anything is committed, describe shows each member's assigned lag: what it was handed.
+    described = kaflet(bp.bootstrap, "groups", "describe", GROUP)
+    lags = {m["member_id"]: m["assigned_lag"] for m in described["groups"][0]["members"]}
+    by_name = {a.name: a.member_id for a in members}
+    handed = {by_name[name]: sum(first[p] for _t, p in parts) for name, parts in owned.items()}
+    consumed_now = consumed(members)
+    if not consumed_now:  # the consumers may already have read (and committed) some: then only bounds hold
+        assert lags == handed
+    assert all(0 <= lags[mid] <= handed[mid] for mid in handed)
+    wait_until(lambda: committed_to(members, first), timeout=60, message="every record consumed and committed")
+    wanted = {(p, o) for p in range(PARTITIONS) for o in range(first[p])}
+    assert wanted <= consumed(members)
+    described = kaflet(bp.bootstrap, "groups", "describe", GROUP)
+    assert [m["assigned_lag"] for m in described["groups"][0]["members"]] == [0, 0, 0]
+    never_owned_twice(members)

@@ -1,0 +1,133 @@
+"""Issue 13 on the coordinator: the lag the lag-aware assignor gets (LEO minus the group's committed offset,
+uncommitted partitions per `lag.aware.uncommitted`), the rebalance on demand, the log line and the metric."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from broker import Broker
+from broker import logging as kaflet_logging
+from tests.support import data as d
+from tests.support.consumer_groups import CgMember, converge
+from tests.support.groups import commit
+from tests.support.raw_client import RawClient
+
+LAG_AWARE = {"group_consumer_assignors": "uniform,range,lag-aware"}
+
+
+@contextmanager
+def info_logs() -> Iterator[list[dict[str, Any]]]:
+    """The events logged at info and above (the suite logs at warning)."""
+    kaflet_logging.configure("json", "info")
+    try:
+        with capture_logs() as logs:
+            yield logs
+    finally:
+        kaflet_logging.configure("json", "warning")
+
+
+def topic_id(broker: Broker, name: str) -> uuid.UUID:
+    topic = broker.topics.get(name)
+    assert topic is not None
+    return topic.topic_id
+
+
+async def fill(client: RawClient, topic: str, counts: list[int]) -> None:
+    for partition, n in enumerate(counts):
+        if n:
+            res = d.produce_result(await client.request(d.produce(topic, partition, d.batch(n))))
+            assert res.error_code == 0
+
+
+async def two_members(broker: Broker, raw: Callable[..., Any], group: str = "g") -> tuple[CgMember, CgMember]:
+    c0 = CgMember(await raw(), group, ["t"], member_id="C0", assignor="lag-aware")
+    c1 = CgMember(await raw(), group, ["t"], member_id="C1", assignor="lag-aware")
+    await c0.join()
+    await c1.join()
+    await converge([c0, c1])
+    return c0, c1
+
+
+def owned(broker: Broker, m: CgMember) -> set[int]:
+    return set(m.owned.get(topic_id(broker, "t"), []))
+
+
+@pytest.mark.broker_config(**LAG_AWARE)
+async def test_lag_aware_proposal_example_over_the_wire(broker: Broker, raw: Callable[..., Any]) -> None:
+    """Lags 100/60/50 (never committed, `earliest`: the whole log): C0 gets p0, C1 p1 and p2."""
+    broker.topics.create("t", 3)
+    await fill(await raw(), "t", [100, 60, 50])
+    with info_logs() as logs:
+        c0, c1 = await two_members(broker, raw)
+    assert owned(broker, c0) == {0} and owned(broker, c1) == {1, 2}
+    computed = [e for e in logs if e.get("event") == "target assignment computed" and e.get("members") == 2]
+    assert computed and computed[-1]["assignor"] == "lag-aware" and computed[-1]["lag_spread"] == 10
+    shard = broker.coordinator.shard_for("g")
+    assert shard.consumer.assigned_lags(shard.consumer_groups["g"]) == {"C0": 100, "C1": 110}
+
+
+@pytest.mark.broker_config(**LAG_AWARE, lag_aware_uncommitted="latest")
+async def test_lag_aware_uncommitted_latest_counts_nothing(broker: Broker, raw: Callable[..., Any]) -> None:
+    """`latest`: uncommitted partitions lag 0, so only counts and partition numbers decide."""
+    broker.topics.create("t", 3)
+    await fill(await raw(), "t", [100, 60, 50])
+    c0, c1 = await two_members(broker, raw)
+    assert owned(broker, c0) == {0, 2} and owned(broker, c1) == {1}
+
+
+@pytest.mark.broker_config(**LAG_AWARE)
+async def test_lag_aware_counts_from_the_committed_offset(broker: Broker, raw: Callable[..., Any]) -> None:
+    """p0 committed at its end (lag 0), p1 at 20 (lag 40), p2 uncommitted (earliest: lag 50)."""
+    broker.topics.create("t", 3)
+    client = await raw()
+    await fill(client, "t", [100, 60, 50])
+    assert await commit(client, "g", {("t", 0): 100, ("t", 1): 20}) == {("t", 0): 0, ("t", 1): 0}
+    c0, c1 = await two_members(broker, raw)
+    # p2 (50) -> C0, p1 (40) -> C1, p0 (0) -> C1 (equal counts, less lag).
+    assert owned(broker, c0) == {2} and owned(broker, c1) == {0, 1}
+    # A commit ahead of the log (after a truncation) counts 0, not a negative lag.
+    shard = broker.coordinator.shard_for("g")
+    lag = shard.consumer._lag_function("g", {})
+    assert [lag("t", p) for p in range(3)] == [0, 40, 50]
+    assert lag("absent", 0) == 0
+
+
+@pytest.mark.broker_config(**LAG_AWARE)
+async def test_rebalance_on_demand_moves_to_the_new_balance(broker: Broker, raw: Callable[..., Any]) -> None:
+    """New uneven produce changes nothing by itself (no rebalance on lag drift); a requested rebalance bumps the
+    group epoch and the next target follows the lags now."""
+    broker.topics.create("t", 3)
+    client = await raw()
+    await fill(client, "t", [100, 60, 50])
+    c0, c1 = await two_members(broker, raw)
+    assert owned(broker, c0) == {0} and owned(broker, c1) == {1, 2}
+    shard = broker.coordinator.shard_for("g")
+    group = shard.consumer_groups["g"]
+    epoch = group.group_epoch
+    await fill(client, "t", [0, 0, 500])  # p2 now lags 550
+    await converge([c0, c1])
+    assert group.group_epoch == epoch and owned(broker, c1) == {1, 2}
+    waiter = broker.coordinator.request_rebalance("g")
+    if waiter is not None:
+        await waiter
+    assert group.group_epoch == epoch + 1
+    await converge([c0, c1])
+    # p2 (550) -> C0, p0 (100) -> C1, p1 (60) -> C1.
+    assert owned(broker, c0) == {2} and owned(broker, c1) == {0, 1}
+    assert group.assignment_epoch == epoch + 1
+
+
+@pytest.mark.broker_config(**LAG_AWARE)
+async def test_rebalance_of_an_unknown_group_is_refused(broker: Broker) -> None:
+    from broker.coordinator.errors import CoordinatorError
+    from protocol.errors import ErrorCode
+
+    with pytest.raises(CoordinatorError) as err:
+        broker.coordinator.request_rebalance("nobody")
+    assert err.value.code is ErrorCode.GROUP_ID_NOT_FOUND
