@@ -9,8 +9,9 @@ before rules. `latency_ms` is added to every response of the broker where it is 
 librdkafka's `broker_set_rtt`). Black holes (a connection, or every connection of a client id)
 and the broker being down are kept here too, and carried out by the connection and by the
 control layer (broker/cluster/chaos.py), which also logs and counts each operation. An append rule makes
-writes to a partition log fail as a broken disk would (OSError), for the paths that write:
-the coordinator's `__consumer_offsets` appends consult them before appending. A timer rule
+writes to a partition log fail as a broken or full disk would (OSError: EIO by default,
+ENOSPC for a full disk): while one is armed, every partition log calls `check_append` before
+it writes (Produce, the coordinator's `__consumer_offsets` appends, everything). A timer rule
 makes a group's next coordinator timer callbacks raise, as a coordinator bug would.
 """
 
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import errno
 import itertools
+import os
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -134,9 +137,10 @@ DOWN = Hole(id=0)
 
 @dataclass
 class AppendFault:
-    topic: str
+    topic: str | None  # None: every topic
     partition: int | None = None
     count: int | None = None
+    error: int = errno.EIO
     hits: int = field(default=0)
 
 
@@ -184,6 +188,16 @@ class FaultInjector:
             if hole.matches(peer, client_id):
                 return hole
         return None
+        # The storage layer's hook (LogManager.set_write_check): armed only while append rules exist.
+        self._install_write_check: Callable[[Callable[[str, int], None] | None], None] | None = None
+
+    def bind_storage(self, install: Callable[[Callable[[str, int], None] | None], None]) -> None:
+        self._install_write_check = install
+        self._append_rules_changed()
+
+    def _append_rules_changed(self) -> None:
+        if self._install_write_check is not None:
+            self._install_write_check(self.check_append if self.append_rules else None)
 
     def fail_timers(self, group: str, count: int | None = 1) -> TimerFault:
         """Make the next `count` coordinator timer callbacks of `group` raise (a coordinator bug)."""
@@ -215,20 +229,29 @@ class FaultInjector:
                     self.timer_rules.remove(rule)
                 raise RuntimeError(f"injected failure of coordinator timer {key}")
 
-    def fail_appends(self, topic: str, partition: int | None = None, count: int | None = None) -> AppendFault:
-        """Make appends to `topic` (one partition, or all) raise an I/O error, `count` times or until removed."""
-        rule = AppendFault(topic, partition, count)
+    def fail_appends(
+        self, topic: str | None, partition: int | None = None, count: int | None = None, error: int = errno.EIO
+    ) -> AppendFault:
+        """Make appends to `topic` (one partition, or all; None: every topic) raise OSError(`error`),
+        `count` times or until removed; `error=errno.ENOSPC` is a full disk."""
+        rule = AppendFault(topic, partition, count, error)
         self.append_rules.append(rule)
+        self._append_rules_changed()
         return rule
+
+    def remove_append_rule(self, rule: AppendFault) -> None:
+        if rule in self.append_rules:
+            self.append_rules.remove(rule)
+            self._append_rules_changed()
 
     def check_append(self, topic: str, partition: int) -> None:
         """Raise the injected OSError if an append rule matches this partition."""
         for rule in self.append_rules:
-            if rule.topic == topic and rule.partition in (None, partition):
+            if rule.topic in (None, topic) and rule.partition in (None, partition):
                 rule.hits += 1
                 if rule.count is not None and rule.hits >= rule.count:
-                    self.append_rules.remove(rule)
-                raise OSError(errno.EIO, f"injected I/O error appending to {topic}-{partition}")
+                    self.remove_append_rule(rule)
+                raise OSError(rule.error, f"injected {os.strerror(rule.error)} appending to {topic}-{partition}")
 
     def add(self, fault: Fault | None = None, **kwargs: Any) -> Fault:
         """Add a rule, e.g. `add(api_key=ApiKey.JOIN_GROUP, error=ErrorCode.REBALANCE_IN_PROGRESS, count=2)`."""
@@ -253,13 +276,16 @@ class FaultInjector:
         self.append_rules.clear()
         self.timer_rules.clear()
         self.rename_rules.clear()
+        self._append_rules_changed()
 
     def describe(self) -> dict[str, Any]:
         return {
             "rules": [rule.describe() for rule in self.rules],
             "error_stacks": [stack.describe() for stack in self.stacks],
             "latency_ms": self.latency_ms,
-            "append_rules": [{"topic": r.topic, "partition": r.partition, "count": r.count, "hits": r.hits} for r in self.append_rules],
+            "append_rules": [
+                {"topic": r.topic, "partition": r.partition, "errno": r.error, "count": r.count, "hits": r.hits} for r in self.append_rules
+            ],
             "rename_rules": [{"topic": r.topic, "count": r.count, "hits": r.hits} for r in self.rename_rules],
             "timer_rules": [{"group": r.group, "count": r.count, "hits": r.hits} for r in self.timer_rules],
         }
