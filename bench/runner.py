@@ -33,6 +33,7 @@ BENCHMARKS = [
     "metrics",
     "assignors",
     "fuzz",
+    "spark",
 ]
 
 RESULTS_DIR = Path(__file__).parent / "results"

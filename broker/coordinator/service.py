@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.classic import ClassicGroup
-from broker.coordinator.errors import CoordinatorError
+from broker.coordinator.errors import AppendsFailed, CoordinatorError
 from broker.coordinator.shard import CoordinatorShard, ShardState
 from broker.topics import OFFSETS_TOPIC, Topic
 from protocol.errors import ErrorCode
@@ -173,14 +173,14 @@ class GroupCoordinator:
     def flush_appends(self) -> None:
         """Append the records enqueued by batched operations (see CoordinatorShard.enqueue)."""
         dirty, self._dirty = self._dirty, {}
-        failure: CoordinatorError | None = None
+        failed: dict[CoordinatorShard, CoordinatorError] = {}
         for shard in dirty:
             try:
                 shard.flush_pending()
             except CoordinatorError as exc:
-                failure = exc
-        if failure is not None:
-            raise failure
+                failed[shard] = exc
+        if failed:
+            raise AppendsFailed(failed)
 
     @property
     def batches_commits(self) -> bool:
@@ -192,6 +192,13 @@ class GroupCoordinator:
 
     def any_loading(self) -> bool:
         return any(s.state is ShardState.LOADING for s in self.shards)
+
+    # -- issue 13 ------------------------------------------------------------------------
+
+    def request_rebalance(self, group_id: str, reason: str = "rebalance requested") -> Any:
+        """Bump a consumer group's epoch so its target assignment is recomputed (`kaflet groups rebalance`,
+        the `kaflet.rebalance` group config); CoordinatorError when the group is not a consumer group here."""
+        return self.shard_for(group_id).consumer.request_rebalance(group_id, reason)
 
     # -- topic events ---------------------------------------------------------------------
 

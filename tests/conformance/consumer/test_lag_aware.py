@@ -96,6 +96,11 @@ async def test_lag_aware_counts_from_the_committed_offset(broker: Broker, raw: C
     lag = shard.consumer._lag_function("g", {})
     assert [lag("t", p) for p in range(3)] == [0, 40, 50]
     assert lag("absent", 0) == 0
+    assert lag.topic_lags("t", 4) == [0, 40, 50, 0]  # the bulk form agrees; a partition that does not exist lags 0
+    # The broker default `latest` makes an uncommitted partition lag 0, a committed one still counts.
+    broker.config.lag_aware_uncommitted = "latest"
+    latest = shard.consumer._lag_function("g", {})
+    assert [latest("t", p) for p in range(3)] == latest.topic_lags("t", 3) == [0, 40, 0]
 
 
 @pytest.mark.broker_config(**LAG_AWARE)
@@ -113,7 +118,7 @@ async def test_rebalance_on_demand_moves_to_the_new_balance(broker: Broker, raw:
     await fill(client, "t", [0, 0, 500])  # p2 now lags 550
     await converge([c0, c1])
     assert group.group_epoch == epoch and owned(broker, c1) == {1, 2}
-    waiter = shard.consumer.request_rebalance("g", "test")
+    waiter = broker.coordinator.request_rebalance("g")
     if waiter is not None:
         await waiter
     assert group.group_epoch == epoch + 1
@@ -128,7 +133,6 @@ async def test_rebalance_of_an_unknown_group_is_refused(broker: Broker) -> None:
     from broker.coordinator.errors import CoordinatorError
     from protocol.errors import ErrorCode
 
-    shard = broker.coordinator.shard_for("nobody")
     with pytest.raises(CoordinatorError) as err:
-        shard.consumer.request_rebalance("nobody", "test")
+        broker.coordinator.request_rebalance("nobody")
     assert err.value.code is ErrorCode.GROUP_ID_NOT_FOUND
