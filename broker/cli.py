@@ -34,6 +34,7 @@ COMMANDS: list[Command] = [
     Command("groups", "list, describe and delete groups; their lag; reset their offsets", "broker.admin_cli.main:main"),
     Command("transactions", "list and describe transactions", "broker.admin_cli.main:main"),
     Command("check", "CRC-check a stopped broker's data dir; --repair fixes what it finds", "broker.admin_cli.check:main"),
+    Command("pipeline", "group analytics on Spark: lag history, rebalance timeline, audit, report", "pipeline.analytics.cli:kaflet_main"),
 ]
 
 

@@ -46,6 +46,12 @@ def test_help_lists_every_command_with_one_line(argv: list[str]) -> None:
     assert "--version" in done.stdout
 
 
+def test_the_readme_command_table_names_every_command() -> None:
+    table = README.read_text().split("## Running", 1)[1].split("\n## ", 1)[0]
+    missing = [c.name for c in COMMANDS if f"| `kaflet {c.name}" not in table]
+    assert not missing, f"add a row for each to the command table under README's 'Running': {missing}"
+
+
 def test_version_comes_from_the_package_metadata() -> None:
     done = run("--version")
     assert done.returncode == 0 and done.stdout == f"kaflet {version('kaflet')}\n"

@@ -83,8 +83,15 @@ class ClassicRebalancer:
         consumer_group = self.shard.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             if not consumer_group.is_empty:
-                # KM-3 (classic members served inside a consumer group) is not implemented yet.
-                fut.set_result(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
+                # KM-3: a classic member inside a consumer group.
+                from broker.coordinator.consumer.migration import settle_after
+
+                try:
+                    result, waiter = self.shard.consumer.migration.join(consumer_group, req)
+                except CoordinatorError as exc:
+                    fut.set_result(JoinResult(map_append_error(exc.code), member_id=""))
+                    return fut
+                settle_after(fut, result, waiter, JoinResult(ErrorCode.NOT_COORDINATOR, member_id=""))
                 return fut
             # An empty consumer group becomes a classic group (KM-1: always allowed); its offsets stay.
             try:
@@ -415,6 +422,13 @@ class ClassicRebalancer:
     def sync(self, req: SyncRequest) -> asyncio.Future[SyncResult]:
         """SG-2..SG-7."""
         fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        consumer_group = self.shard.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            try:
+                fut.set_result(self.shard.consumer.migration.sync(consumer_group, req))  # KM-3
+            except CoordinatorError as exc:
+                fut.set_result(SyncResult(exc.code))
+            return fut
         group = self.shard.groups.get(req.group_id)
         if group is None or group.is_empty:
             fut.set_result(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -526,6 +540,9 @@ class ClassicRebalancer:
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
         """HB-1, HB-2, HB-4."""
+        consumer_group = self.shard.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return self.shard.consumer.migration.heartbeat(consumer_group, member_id, instance_id, generation)  # KM-3
         group = self.shard.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -586,6 +603,10 @@ class ClassicRebalancer:
         self, group_id: str, members: list[tuple[str, str | None, str | None]]
     ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
         """LG-2..LG-5: (top-level error, [(member id, instance id, error)])."""
+        consumer_group = self.shard.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            top, results, _waiter = self.shard.consumer.migration.leave(consumer_group, members)  # KM-3
+            return top, results
         group = self.shard.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i, _ in members]

@@ -193,6 +193,13 @@ class GroupCoordinator:
     def any_loading(self) -> bool:
         return any(s.state is ShardState.LOADING for s in self.shards)
 
+    # -- issue 13 ------------------------------------------------------------------------
+
+    def request_rebalance(self, group_id: str, reason: str = "rebalance requested") -> Any:
+        """Bump a consumer group's epoch so its target assignment is recomputed (`kaflet groups rebalance`,
+        the `kaflet.rebalance` group config); CoordinatorError when the group is not a consumer group here."""
+        return self.shard_for(group_id).consumer.request_rebalance(group_id, reason)
+
     # -- topic events ---------------------------------------------------------------------
 
     def _on_topic_deleted(self, topic: Topic) -> None:

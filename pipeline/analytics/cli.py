@@ -33,8 +33,8 @@ def _client_config(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m pipeline", description="Consumer-group analytics on Spark, over the Kafka protocol.")
+def parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Consumer-group analytics on Spark, over the Kafka protocol.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, text in COMMANDS.items():
         c = sub.add_parser(name, help=text, description=text)
@@ -59,9 +59,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, spark: Any = None) -> int:
+def kaflet_main(argv: list[str]) -> int:
+    """`kaflet pipeline COMMAND ...` (argv[0] is "pipeline")."""
+    return main(argv[1:], prog="kaflet pipeline")
+
+
+def main(argv: list[str] | None = None, spark: Any = None, prog: str = "python -m pipeline") -> int:
     """Run one command; `spark` (an existing session) is used as is and left running."""
-    args = parser().parse_args(argv)
+    args = parser(prog).parse_args(argv)
     if args.command == "report":
         from pipeline.analytics.report import write_report
 

@@ -21,6 +21,8 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupType, Producer
 from confluent_kafka.admin import AdminClient
 
 from broker.embed import BrokerProcess
+from tests.clients.test_at_least_once import PARTITIONS as ALO_PARTITIONS
+from tests.clients.test_at_least_once import PacedProducer, commits, processings
 from tests.clients.test_group_scenarios import create_topic, everything
 from tests.support.agents import Agent, Agents, wait_group
 
@@ -159,3 +161,86 @@ def test_broker_restart_loses_no_member_and_skips_no_record(broker_proc: Callabl
     while not expected <= consumed():
         assert time.monotonic() < deadline, f"missing {sorted(expected - consumed())[:10]}"
         time.sleep(0.1)
+
+
+def test_mixed_group_rolling_upgrade_and_back(broker_proc: Callable[..., BrokerProcess], agents: Agents) -> None:
+    """KM-2..KM-4 with real clients while records flow: classic members (kafka-python and
+    confluent-kafka with group.protocol=classic) are replaced one by one by consumer-protocol
+    members (the first one upgrades the group online), then the way back (the last
+    consumer-protocol member to leave downgrades it). Every step settles with each partition
+    owned once, no partition is ever owned twice, and every acknowledged record is processed at
+    least once, each owner reading from (at least) the last commit before it took over."""
+    bp = start_broker(broker_proc, "--group-min-session-timeout-ms", "1000")
+    topic, group = "kip848-mixed", "g-848-mixed"
+    admin = create_topic(bp.bootstrap, topic, ALO_PARTITIONS)
+    parts = everything(topic, ALO_PARTITIONS)
+    work = {"process": True, "commit_every": 3}
+    classic = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 300, "max_poll_interval_ms": 30_000, **work}
+
+    def old(lib: str, name: str) -> Agent:
+        return agents.start(lib, name, bp.bootstrap, group, [topic], **classic)
+
+    def new(name: str) -> Agent:
+        return start(agents, name, bp, group, [topic], **work)
+
+    def busy(members: list[Agent]) -> None:
+        marks = {a.name: a.mark for a in members}
+        for agent in members:
+            agent.wait_for(lambda a: a.of_kind("records", since=marks[a.name]), message="records processed")
+
+    members = [old("kafka-python", "classic-kp"), old("confluent", "classic-ck")]
+    wait_group(admin, group, members, parts)
+    producer = PacedProducer(bp.bootstrap, topic)
+    producer.start()
+    busy(members)
+
+    upgraded = new("consumer-1")  # KM-2: the classic group becomes a consumer group
+    members.append(upgraded)
+    wait_group(admin, group, members, parts)
+    bp.wait_for(lambda r: r.get("event") == "classic group upgraded to a consumer group" and r.get("group") == group, timeout=30)
+    assert admin.describe_consumer_groups([group])[group].result(30).type == ConsumerGroupType.CONSUMER
+    busy(members)
+    for i, leaving in enumerate(list(members[:2]), start=2):
+        leaving.close()
+        members.remove(leaving)
+        members.append(new(f"consumer-{i}"))
+        wait_group(admin, group, members, parts)
+        busy(members)
+
+    # And back: classic members join the consumer group (KM-3), consumer-protocol members leave.
+    for lib, name in (("kafka-python", "classic-kp-2"), ("confluent", "classic-ck-2")):
+        members.append(old(lib, name))
+        wait_group(admin, group, members, parts)
+        busy(members)
+    for leaving in [a for a in list(members) if a.name.startswith("consumer-")]:
+        leaving.close()
+        members.remove(leaving)
+        wait_group(admin, group, members, parts)
+        busy(members)
+    bp.wait_for(lambda r: r.get("event") == "consumer group downgraded to a classic group" and r.get("group") == group, timeout=30)
+    assert admin.describe_consumer_groups([group])[group].result(30).type == ConsumerGroupType.CLASSIC
+
+    producer.stop()
+    assert (producer.unflushed, producer.errors) == (0, []) and producer.acked
+    everyone = agents.started
+
+    def processed() -> set[tuple[int, int]]:
+        return {(tp[1], o) for a in everyone for _, tp, o, _ in processings(a)}
+
+    for agent in members:
+        agent.wait_for(lambda a: producer.acked <= processed(), message="every acknowledged record processed")
+    for agent in members:
+        agent.close()
+    never_owned_twice(everyone)
+    # Each owner of a partition reads it in order, from (at least) the last commit made before it started.
+    runs: dict[Any, dict[Any, list[tuple[float, int]]]] = {}
+    for agent in everyone:
+        for t, tp, o, epoch in processings(agent):
+            runs.setdefault(tp, {}).setdefault((agent.name, epoch), []).append((t, o))
+    all_commits = [(t, tp, o) for a in everyone for t, tp, o in commits(a)]
+    for tp, by_owner in runs.items():
+        for (name, _), records in by_owner.items():
+            offsets = [o for _, o in records]
+            assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), (tp, name)
+            before = [o for t, ctp, o in all_commits if ctp == tp and t < records[0][0]]
+            assert offsets[0] >= max(before, default=0), (tp, name, offsets[0], before)

@@ -113,3 +113,48 @@ def test_three_consumers_on_an_unevenly_filled_topic_get_the_lag_balanced_assign
     described = kaflet(bp.bootstrap, "groups", "describe", GROUP)
     assert [m["assigned_lag"] for m in described["groups"][0]["members"]] == [0, 0, 0]
     never_owned_twice(members)
+
+
+def test_a_requested_rebalance_moves_the_consumers_to_the_new_balance_and_every_record_is_consumed(
+    broker_thread: Callable[..., Any], agents: Agents
+) -> None:
+    """New uneven produce changes no assignment by itself; a requested rebalance (GroupCoordinator.request_rebalance,
+    what `kaflet groups rebalance` asks for) bumps the group epoch, and the consumers move to the balance of the lags
+    now, at-least-once processing throughout."""
+    bt = broker_thread(group_consumer_assignors="uniform,range,lag-aware", group_consumer_session_timeout_ms=10_000)
+    admin = create_topic(bt.bootstrap, TOPIC, PARTITIONS)
+    first = [300, 20, 150, 10, 90, 60]
+    produce(bt.bootstrap, first, 1)
+    spec = {**CONSUMER, "remote_assignor": "lag-aware", "process": True, "stalled": True}
+    members = [agents.start("confluent", f"lag-{i}", bt.bootstrap, GROUP, [TOPIC], **spec) for i in range(3)]
+
+    def epochs() -> tuple[int, int, int]:
+        def read(broker: Any) -> tuple[int, int, int]:
+            group = broker.coordinator.shard_for(GROUP).consumer_groups.get(GROUP)
+            return (len(group.members), group.group_epoch, group.assignment_epoch) if group is not None else (0, 0, 0)
+
+        return bt.run(read)
+
+    wait_until(lambda: epochs()[0] == 3 and epochs()[1] == epochs()[2], timeout=60, message="three members and their target")
+    for m in members:
+        m.send("resume")
+    assert wait_group(admin, GROUP, members, everything(TOPIC, PARTITIONS)) == expected(members, first)
+    wait_until(lambda: committed_to(members, first), timeout=60, message="first batch committed")
+
+    for m in members:
+        m.send("stall")
+    for m in members:
+        m.wait_event("stalled")
+    second = [5, 400, 0, 250, 30, 120]
+    produce(bt.bootstrap, second, 2)
+    _, epoch, _ = epochs()
+    assert epochs()[1:] == (epoch, epoch)  # no rebalance on lag drift
+    bt.run(lambda broker: broker.coordinator.request_rebalance(GROUP))
+    wait_until(lambda: epochs()[1:] == (epoch + 1, epoch + 1), timeout=30, message="the target for the new group epoch")
+    for m in members:
+        m.send("resume")
+    assert wait_group(admin, GROUP, members, everything(TOPIC, PARTITIONS)) == expected(members, second)
+    ends = [a + b for a, b in zip(first, second, strict=True)]
+    wanted = {(p, o) for p in range(PARTITIONS) for o in range(ends[p])}
+    wait_until(lambda: wanted <= consumed(members), timeout=60, message="every record consumed")
+    never_owned_twice(members)

@@ -6,6 +6,7 @@ at load and for every live write alike (RL-5): the live path computes records an
 
 from __future__ import annotations
 
+import base64
 import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -17,6 +18,11 @@ Partitions = dict[uuid.UUID, frozenset[int]]
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+def new_member_id() -> str:
+    """Kafka's `Uuid.randomUuid().toString()`: 22 characters of URL-safe base64, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 class MemberState(IntEnum):

@@ -21,7 +21,6 @@ Where kaflet decides (Kafka is silent, or kaflet is a development broker):
 
 from __future__ import annotations
 
-import base64
 import time
 import uuid
 from collections.abc import Awaitable
@@ -39,10 +38,12 @@ from broker.coordinator.consumer.group import (
     MemberState,
     Partitions,
     from_partitions,
+    new_member_id,
 )
 from broker.coordinator.consumer.lag import GROUP_CONFIG as LAG_CONFIG
 from broker.coordinator.consumer.lag import MODES as LAG_MODES
 from broker.coordinator.consumer.lag import lag_function
+from broker.coordinator.consumer.migration import Migration
 from broker.coordinator.consumer.reconcile import next_assignment
 from broker.coordinator.errors import CoordinatorError
 from protocol.errors import ErrorCode
@@ -82,11 +83,6 @@ class HeartbeatResult:
     assignment: Partitions | None = None
 
 
-def new_member_id() -> str:
-    """Kafka's `Uuid.randomUuid().toString()`: 22 characters of URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
 def _session_key(group_id: str, member_id: str) -> str:
     return f"consumer-session-{group_id}-{member_id}"
 
@@ -105,6 +101,7 @@ class ConsumerGroupManager:
         self.timers = shard.timers
         self.config = shard.config
         self.stats = shard.service.stats
+        self.migration = Migration(self)
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -187,7 +184,7 @@ class ConsumerGroupManager:
             group.metadata_refresh = True
             self._resolve_regexes(group)
             for member in group.members.values():
-                self._schedule_session(group.group_id, member.member_id)
+                self._schedule_session(group.group_id, member.member_id, member.classic.session_timeout_ms if member.classic else None)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance(group.group_id, member.member_id, member.member_epoch, member.rebalance_timeout_ms)
             if group.members:
@@ -339,6 +336,28 @@ class ConsumerGroupManager:
                 updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
+        reconciled, waiter, group = self._update_member(group, before, updated, replaced, is_new, bump, req.topic_partitions, records)
+
+        full = joining or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.topic_partitions is not None)
+        result = HeartbeatResult(reconciled.member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group.group_id))
+        if full or reconciled.assigned != before.assigned:
+            result.assignment = reconciled.assigned
+        return result, waiter
+
+    def _update_member(
+        self,
+        group: ConsumerGroup,
+        before: ConsumerMember,
+        updated: ConsumerMember,
+        replaced: str | None,
+        is_new: bool,
+        bump: bool,
+        owned: Owned,
+        records: list[Record],
+    ) -> tuple[ConsumerMember, Awaitable[Any] | None, ConsumerGroup]:
+        """KH-8..KH-10 for a member whose new metadata is `updated` (from a ConsumerGroupHeartbeat
+        or, KM-3, a classic JoinGroup): subscription metadata and group epoch, target assignment,
+        reconciliation; the records are written and the member's timers armed."""
         regex_changed = False
         if updated.subscribed_topic_regex is not None and updated.subscribed_topic_regex not in group.regex_topics:
             group.regex_topics[updated.subscribed_topic_regex] = resolve_regex(updated.subscribed_topic_regex, self._topic_names())
@@ -373,7 +392,7 @@ class ConsumerGroupManager:
 
         reconciled = updated
         if not updated.is_reconciled_to(target_epoch):
-            reconciled = next_assignment(updated, target_epoch, target, group.current_partition_epoch, req.topic_partitions)
+            reconciled = next_assignment(updated, target_epoch, target, group.current_partition_epoch, owned)
             if reconciled is not updated and (is_new or not reconciled.same_assignment(updated)):
                 records.append(self._current_record(group.group_id, reconciled))
 
@@ -384,13 +403,8 @@ class ConsumerGroupManager:
         if refreshed:
             group.metadata_refresh = False
         self._after_write(group, before, reconciled, group_epoch, was_stable)
-        self._schedule_session(group.group_id, reconciled.member_id)
-
-        full = joining or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.topic_partitions is not None)
-        result = HeartbeatResult(reconciled.member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group.group_id))
-        if full or reconciled.assigned != before.assigned:
-            result.assignment = reconciled.assigned
-        return result, waiter
+        self._schedule_session(group.group_id, reconciled.member_id, reconciled.classic.session_timeout_ms if reconciled.classic else None)
+        return reconciled, waiter, group
 
     def _after_write(self, group: ConsumerGroup, before: ConsumerMember, after: ConsumerMember, group_epoch: int, was_stable: bool) -> None:
         gid = group.group_id
@@ -432,7 +446,8 @@ class ConsumerGroupManager:
             log.info("empty classic group replaced by a consumer group", group=group_id)
             records.append((orec.group_metadata_key(group_id), None))
             return ConsumerGroup(group_id)
-        # KM-2 (online upgrade of a non-empty classic group) is not served yet.
+        if create and self.migration.can_upgrade(classic):
+            return self.migration.upgrade(classic, records)  # KM-2
         raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     @staticmethod
@@ -657,7 +672,11 @@ class ConsumerGroupManager:
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> Awaitable[Any] | None:
         """KH-14's effects: the member's records tombstoned, subscription metadata recomputed,
-        the group epoch bumped, the member's timers cancelled."""
+        the group epoch bumped, the member's timers cancelled; or, when only classic members
+        would remain, the downgrade to a classic group (KM-4)."""
+        if self.migration.should_downgrade(group, member.member_id):
+            self.stats.consumer_members_fenced += 1 if reason != "left the group" else 0
+            return self.migration.downgrade(group, member.member_id)
         records = self._remove_member_records(group.group_id, member.member_id)
         members = self._members_view(group, None, member.member_id)
         subscription = self._subscription_metadata(group, members)
@@ -679,13 +698,15 @@ class ConsumerGroupManager:
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         self.timers.cancel(_session_key(group_id, member_id))
         self.timers.cancel(_rebalance_key(group_id, member_id))
+        self.timers.cancel(f"consumer-join-{group_id}-{member_id}")  # KM-3's join and sync timers
+        self.timers.cancel(f"consumer-sync-{group_id}-{member_id}")
 
     # -- timers (KT-1..KT-3) ------------------------------------------------------------------------
 
-    def _schedule_session(self, group_id: str, member_id: str) -> None:
-        self.timers.schedule(
-            _session_key(group_id, member_id), self.session_timeout_ms(group_id), lambda: self._session_expired(group_id, member_id)
-        )
+    def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
+        """KH-12 (KM-3: a classic member's own session timeout)."""
+        timeout = self.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
+        self.timers.schedule(_session_key(group_id, member_id), timeout, lambda: self._session_expired(group_id, member_id))
 
     def _session_expired(self, group_id: str, member_id: str) -> None:
         """KT-1."""

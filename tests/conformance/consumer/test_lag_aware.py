@@ -113,7 +113,7 @@ async def test_rebalance_on_demand_moves_to_the_new_balance(broker: Broker, raw:
     await fill(client, "t", [0, 0, 500])  # p2 now lags 550
     await converge([c0, c1])
     assert group.group_epoch == epoch and owned(broker, c1) == {1, 2}
-    waiter = shard.consumer.request_rebalance("g", "test")
+    waiter = broker.coordinator.request_rebalance("g")
     if waiter is not None:
         await waiter
     assert group.group_epoch == epoch + 1
@@ -128,7 +128,6 @@ async def test_rebalance_of_an_unknown_group_is_refused(broker: Broker) -> None:
     from broker.coordinator.errors import CoordinatorError
     from protocol.errors import ErrorCode
 
-    shard = broker.coordinator.shard_for("nobody")
     with pytest.raises(CoordinatorError) as err:
-        shard.consumer.request_rebalance("nobody", "test")
+        broker.coordinator.request_rebalance("nobody")
     assert err.value.code is ErrorCode.GROUP_ID_NOT_FOUND
