@@ -32,6 +32,7 @@ BENCHMARKS = [
     "metrics",
     "assignors",
     "fuzz",
+    "spark",
 ]
 
 RESULTS_DIR = Path(__file__).parent / "results"

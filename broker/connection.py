@@ -77,6 +77,12 @@ class KafkaConnection(asyncio.Protocol):
         # Work that must finish before this burst's responses leave (e.g. the appends of
         # offset commits batched during the burst); it raises to withhold them.
         self._before_flush: list[Any] = []
+        # When that work fails: the error answer of each request that registered one (by
+        # correlation id), where its answer sits in _out, and whether some work had none.
+        self._fallbacks: dict[int, Any] = {}
+        self._spans: dict[int, tuple[int, int, bool]] = {}
+        self._unanswerable = False
+        self._current_corr = 0
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -266,6 +272,7 @@ class KafkaConnection(asyncio.Protocol):
             api_key, api_version, corr = peek_api(frame)
         except HeaderError as exc:
             raise CloseConnection(f"bad request header: {exc}") from None
+        self._current_corr = corr
         spec = REGISTRY.get(api_key)
         if spec is None:
             raise CloseConnection(f"unknown api key {api_key}")
@@ -382,23 +389,35 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is None or self.closing:
             return
         out = self._out
+        start = len(out)
         if isinstance(body, list):
             out.append(response_header(sum(len(b) for b in body), correlation_id, flexible))
             out.extend(body)
         else:
             out.append(response_header(len(body), correlation_id, flexible))
             out.append(body)
+        if self._fallbacks and correlation_id in self._fallbacks:
+            self._spans[correlation_id] = (start, len(out), flexible)
         if not self._draining:
             self._flush()
 
-    def before_flush(self, work: Any) -> None:
+    def before_flush(self, work: Any, on_failure: Any = None) -> None:
         """Run `work()` once before the responses produced so far are written. Outside a burst
-        (a parked handler finishing) it runs at once."""
+        (a parked handler finishing) it runs at once.
+
+        If `work` fails, `on_failure(exc)` gives the answer of the request being handled now
+        in place of the one it wrote (None: that answer stands), and the other answers leave
+        as written. Work registered without `on_failure` withholds every answer of the burst
+        and closes the connection instead."""
         if not self._draining:
             work()
             return
         if work not in self._before_flush:
             self._before_flush.append(work)
+        if on_failure is None:
+            self._unanswerable = True
+        else:
+            self._fallbacks[self._current_corr] = on_failure
 
     def _run_before_flush(self) -> None:
         failure = self._finish_pending_work()
@@ -407,13 +426,30 @@ class KafkaConnection(asyncio.Protocol):
 
     def _finish_pending_work(self) -> Exception | None:
         works, self._before_flush = self._before_flush, []
+        fallbacks, self._fallbacks = self._fallbacks, {}
+        spans, self._spans = self._spans, {}
+        unanswerable, self._unanswerable = self._unanswerable, False
         try:
             for work in works:
                 work()
         except Exception as exc:
-            # The responses claim work that did not happen: none of them may leave.
-            self._out = []
-            return exc
+            if unanswerable or not fallbacks:
+                # The responses claim work that did not happen: none of them may leave.
+                self._out = []
+                return exc
+            # Each request whose work failed is answered with its error instead (bug 6 of
+            # issue 11: a full disk used to turn offset commits into closed connections).
+            out = self._out
+            for corr, make in fallbacks.items():
+                span = spans.get(corr)
+                body = make(exc) if span is not None else None
+                if body is None:
+                    continue
+                start, end, flexible = span  # type: ignore[misc]
+                parts = body if isinstance(body, list) else [body]
+                out[start] = response_header(sum(len(b) for b in parts), corr, flexible)
+                out[start + 1 : end] = [b"".join(parts)] + [b""] * (end - start - 2)
+            log.warning("work behind these responses failed; answered with its error", peer=self.peer_text, error=str(exc))
         return None
 
     def _flush(self) -> None:

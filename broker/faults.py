@@ -3,14 +3,17 @@
 A request rule matches requests by API key (and optionally client id) and then answers with
 an error code through the API's own error response, delays the answer, or closes the
 connection; the connection consults them before the handler runs. An append rule makes
-writes to a partition log fail as a broken disk would (OSError), for the paths that write:
-the coordinator's `__consumer_offsets` appends consult them before appending. A timer rule
+writes to a partition log fail as a broken or full disk would (OSError: EIO by default,
+ENOSPC for a full disk): while one is armed, every partition log calls `check_append` before
+it writes (Produce, the coordinator's `__consumer_offsets` appends, everything). A timer rule
 makes a group's next coordinator timer callbacks raise, as a coordinator bug would.
 """
 
 from __future__ import annotations
 
 import errno
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +48,10 @@ class Fault:
 
 @dataclass
 class AppendFault:
-    topic: str
+    topic: str | None  # None: every topic
     partition: int | None = None
     count: int | None = None
+    error: int = errno.EIO
     hits: int = field(default=0)
 
 
@@ -64,6 +68,16 @@ class FaultInjector:
         self.append_rules: list[AppendFault] = []
         self.timer_rules: list[TimerFault] = []
         self.rename_rules: list[AppendFault] = []
+        # The storage layer's hook (LogManager.set_write_check): armed only while append rules exist.
+        self._install_write_check: Callable[[Callable[[str, int], None] | None], None] | None = None
+
+    def bind_storage(self, install: Callable[[Callable[[str, int], None] | None], None]) -> None:
+        self._install_write_check = install
+        self._append_rules_changed()
+
+    def _append_rules_changed(self) -> None:
+        if self._install_write_check is not None:
+            self._install_write_check(self.check_append if self.append_rules else None)
 
     def fail_timers(self, group: str, count: int | None = 1) -> TimerFault:
         """Make the next `count` coordinator timer callbacks of `group` raise (a coordinator bug)."""
@@ -95,20 +109,29 @@ class FaultInjector:
                     self.timer_rules.remove(rule)
                 raise RuntimeError(f"injected failure of coordinator timer {key}")
 
-    def fail_appends(self, topic: str, partition: int | None = None, count: int | None = None) -> AppendFault:
-        """Make appends to `topic` (one partition, or all) raise an I/O error, `count` times or until removed."""
-        rule = AppendFault(topic, partition, count)
+    def fail_appends(
+        self, topic: str | None, partition: int | None = None, count: int | None = None, error: int = errno.EIO
+    ) -> AppendFault:
+        """Make appends to `topic` (one partition, or all; None: every topic) raise OSError(`error`),
+        `count` times or until removed; `error=errno.ENOSPC` is a full disk."""
+        rule = AppendFault(topic, partition, count, error)
         self.append_rules.append(rule)
+        self._append_rules_changed()
         return rule
+
+    def remove_append_rule(self, rule: AppendFault) -> None:
+        if rule in self.append_rules:
+            self.append_rules.remove(rule)
+            self._append_rules_changed()
 
     def check_append(self, topic: str, partition: int) -> None:
         """Raise the injected OSError if an append rule matches this partition."""
         for rule in self.append_rules:
-            if rule.topic == topic and rule.partition in (None, partition):
+            if rule.topic in (None, topic) and rule.partition in (None, partition):
                 rule.hits += 1
                 if rule.count is not None and rule.hits >= rule.count:
-                    self.append_rules.remove(rule)
-                raise OSError(errno.EIO, f"injected I/O error appending to {topic}-{partition}")
+                    self.remove_append_rule(rule)
+                raise OSError(rule.error, f"injected {os.strerror(rule.error)} appending to {topic}-{partition}")
 
     def add(self, fault: Fault | None = None, **kwargs: Any) -> Fault:
         """Add a rule, e.g. `add(api_key=ApiKey.JOIN_GROUP, error=ErrorCode.REBALANCE_IN_PROGRESS, count=2)`."""

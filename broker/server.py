@@ -143,6 +143,7 @@ class Broker:
         self.logs.load(self.topics.topics.values(), self.topics.deleting)
         self.topics.deletions_finished()
         self.logs.subscribe(self.topics)
+        self.faults.bind_storage(self.logs.set_write_check)
         await self.logs.start()
         from broker.coordinator.service import GroupCoordinator
 

@@ -134,10 +134,7 @@ class CoordinatorShard:
 
     def _append_batch(self, batch: bytearray, check_producer: bool = True) -> Any:
         try:
-            faults = self.service.broker.faults
-            if faults.append_rules:
-                faults.check_append(self.service.topic_name, self.partition)
-            return self.log_.append(batch, check_producer=check_producer)
+            return self.log_.append(batch, check_producer=check_producer)  # an armed append fault (broker/faults.py) fails it here
         except (OSError, LogError) as exc:
             # A failed disk (KAFKA_STORAGE_ERROR) is answered NOT_COORDINATOR (GE-3).
             log.error("cannot append to __consumer_offsets", partition=self.partition, error=str(exc))
