@@ -155,3 +155,26 @@ async def test_rl_5_offsets_only_group_replaced_by_a_consumer_group(make_config:
         assert await g.fetched_offsets(client, "g", {"t": [0]}) == {("t", 0): 7}
         listed = {x.group_id: x.group_type for x in (await g.list_groups(client)).groups}
         assert listed == {"g": "consumer"}
+
+
+async def test_ko_1_transactional_commit_into_a_consumer_group(broker: Broker, raw: Any) -> None:
+    """TxnOffsetCommit validates a consumer group's member epoch as OffsetCommit does (KO-1), and
+    never turns the group into a classic one."""
+    from tests.support.txn import Producer
+
+    broker.topics.create("t", 2)
+    client = await raw()
+    member = CgMember(client, "g", ["t"], member_id="a")
+    await member.join()
+    assert broker.txn is not None
+    await async_wait_until(lambda: broker.txn.all_loaded, message="transaction coordinator loaded")  # type: ignore[union-attr]
+    producer = Producer(client, "tx-848")
+    assert (await producer.init()).error_code == 0
+    assert await producer.add_offsets("g") == NONE
+    ok = await producer.commit_offsets("g", {("t", 0): 5}, generation=member.epoch, member_id="a")
+    assert ok == {("t", 0): NONE}
+    stale = await producer.commit_offsets("g", {("t", 0): 5}, generation=member.epoch + 1, member_id="a")
+    assert stale == {("t", 0): 113}  # STALE_MEMBER_EPOCH
+    assert (await describe_one(client, "g")).error_code == NONE
+    listed = {x.group_id: x.group_type for x in (await g.list_groups(client)).groups}
+    assert listed == {"g": "consumer"}
