@@ -31,6 +31,7 @@ BENCHMARKS = [
     "groups",
     "metrics",
     "assignors",
+    "transactions",
     "fuzz",
     "spark",
 ]
