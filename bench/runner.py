@@ -29,6 +29,7 @@ BENCHMARKS = [
     "offset_commit",
     "offsets_replay",
     "groups",
+    "consumer_groups",
     "metrics",
     "assignors",
     "transactions",
