@@ -9,6 +9,8 @@ Names follow Prometheus conventions; where Kafka has an equivalent it is named a
   kaflet_connections_refused_total{reason}: connections refused by max.connections or
   max.connections.per.ip; kaflet_queued_request_bytes: the queued.max.request.bytes pool in use
   (counted only while that limit is set), Kafka's MemoryPoolAvailable seen from the other side;
+- kaflet_chaos_operations_total{op}, kaflet_chaos_injected_total{kind}: chaos operations done
+  and requests answered by an injected fault (no Kafka equivalent);
 - kaflet_groups{protocol}, kaflet_classic_groups{state}, kaflet_consumer_groups{state}:
   group-coordinator-metrics group-count, classic-group-count and consumer-group-count;
 - kaflet_consumer_group_heartbeats_total, kaflet_consumer_group_rebalances_total (group epoch
@@ -89,11 +91,27 @@ class KafletCollector(Collector):
         )
         pool.add_metric([], broker.limits.pool_used)
         yield pool
+        yield from self._chaos()
         yield from self._groups()
         yield from self._member_lag()
         yield from self._logs()
         yield from self._coordinator_load()
         yield from self._transactions()
+
+    def _chaos(self) -> Iterator[Any]:
+        faults = self.service.broker.faults
+        ops = CounterMetricFamily(
+            "kaflet_chaos_operations", "Chaos operations done on this broker (broker/cluster/chaos.py).", labels=["op"]
+        )
+        for op, n in sorted(faults.operations.items()):
+            ops.add_metric([op], n)
+        yield ops
+        injected = CounterMetricFamily(
+            "kaflet_chaos_injected", "Requests answered by an injected fault, by kind (error, delay, close, error_stack).", labels=["kind"]
+        )
+        for kind, n in sorted(faults.injected.items()):
+            injected.add_metric([kind], n)
+        yield injected
 
     def _info(self) -> Iterator[Any]:
         from broker.metrics.service import version
