@@ -29,8 +29,10 @@ BENCHMARKS = [
     "offset_commit",
     "offsets_replay",
     "groups",
+    "consumer_groups",
     "metrics",
     "assignors",
+    "transactions",
     "fuzz",
     "spark",
 ]
