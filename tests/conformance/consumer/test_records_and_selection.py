@@ -178,3 +178,41 @@ async def test_ko_1_transactional_commit_into_a_consumer_group(broker: Broker, r
     assert (await describe_one(client, "g")).error_code == NONE
     listed = {x.group_id: x.group_type for x in (await g.list_groups(client)).groups}
     assert listed == {"g": "consumer"}
+
+
+async def test_rc_2_compacted_consumer_group_records_replay_to_the_same_group(make_config: Callable[..., Config]) -> None:
+    """Members come and go (records and tombstones), a second group is deleted; once the log has
+    compacted (tombstones dropped at once), a restart rebuilds the same group."""
+    config = make_config(offsets_topic_segment_bytes=2048, offsets_compaction_interval_ms=50, offsets_delete_retention_ms=0)
+    before: Any = None
+    async with serving(config) as served:
+        await asyncio.wait_for(served.broker.coordinator.loaded.wait(), 10)
+        broker = served.broker
+        broker.topics.create("t", 6)
+        client = await served.connect()
+        stay = CgMember(client, "g", ["t"], member_id="stay", instance_id="i-stay")
+        await stay.join()
+        doomed = CgMember(client, "g-deleted", ["t"], member_id="d")
+        await doomed.join()
+        await doomed.leave()
+        assert (await g.delete_groups(client, ["g-deleted"])).results[0].error_code == NONE
+        for i in range(30):
+            guest = CgMember(client, "g", ["t"], member_id=f"guest-{i}", assignor="range" if i % 2 else None)
+            await guest.join()
+            await converge([stay, guest])
+            await guest.leave()
+        await converge([stay])
+        written = len(read_log(broker, partition_of("g", broker.config.offsets_partitions)))
+
+        async def compacted() -> bool:
+            return len(read_log(broker, partition_of("g", broker.config.offsets_partitions))) < written // 2
+
+        await async_wait_until(compacted, timeout=20, message="__consumer_offsets to be compacted")
+        before = await describe_one(client, "g")
+    async with serving(config) as served:
+        await asyncio.wait_for(served.broker.coordinator.loaded.wait(), 10)
+        client = await served.connect()
+        assert await describe_one(client, "g") == before
+        assert (await describe_one(client, "g-deleted")).error_code == 69
+        stay.client = client
+        assert (await stay.beat()).member_epoch == before.assignment_epoch
