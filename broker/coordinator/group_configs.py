@@ -12,13 +12,13 @@ against the broker's group.consumer.* settings, in Kafka's words:
 `consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms`,
 and the heartbeat interval must stay below the session timeout. Kafka keeps group configs of
 groups that do not exist (a config may be set before the group's first member joins); so
-does kaflet. The configs of a deleted group are removed with it.
+does kaflet, and keeps them when the group is deleted, until a DELETE operation removes them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -151,12 +151,6 @@ class GroupConfigs:
             else:
                 self._groups[group_id] = before
             raise
-
-    def groups_deleted(self, group_ids: Iterable[str]) -> None:
-        if any(g in self._groups for g in group_ids):
-            for g in group_ids:
-                self._groups.pop(g, None)
-            self._save()
 
     def _save(self) -> None:
         write_json(self.path, {"version": 1, "groups": self._groups})
