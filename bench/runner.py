@@ -29,9 +29,11 @@ BENCHMARKS = [
     "offset_commit",
     "offsets_replay",
     "groups",
+    "consumer_groups",
     "metrics",
     "assignors",
     "fuzz",
+    "spark",
 ]
 
 RESULTS_DIR = Path(__file__).parent / "results"

@@ -62,6 +62,9 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.accepting = False
         self.faults = FaultInjector()
+        from broker.cluster.chaos import Chaos
+
+        self.chaos = Chaos(self)  # chaos operations on this broker (broker/cluster/chaos.py)
         self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip, config.queued_max_request_bytes)
         self.dynamic_configs = DynamicBrokerConfigs(self)
         self.debug_requests = config.log_level == "debug"
@@ -236,12 +239,25 @@ class Broker:
 
     # -- listening ----------------------------------------------------------------------
 
-    async def _bind(self) -> None:
+    def stop_listening(self) -> None:
+        """Close the listen sockets (chaos: the broker is down); connections stay as they are."""
+        for server in self._servers:
+            server.close()
+        self._servers = []
+        self.bound_hosts = []
+
+    async def listen_again(self) -> None:
+        """Listen again on the port bound at start (chaos: the broker comes back up)."""
+        await self._bind(self.bound_port)
+        for server in self._servers:
+            await server.start_serving()
+
+    async def _bind(self, port: int | None = None) -> None:
         """Bind the listen sockets (not serving yet): a taken port fails before the data dir is touched."""
         loop = asyncio.get_running_loop()
         host = self.config.host
         hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
-        port = self.config.port
+        port = self.config.port if port is None else port
         for i, h in enumerate(hosts):
             try:
                 server = await loop.create_server(

@@ -25,5 +25,6 @@ from broker.apis import (  # noqa: F401
     offset_for_leader_epoch,
     produce,
     sync_group,
+    transaction_admin,
     transactions,
 )

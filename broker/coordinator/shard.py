@@ -249,11 +249,16 @@ class CoordinatorShard:
         """TX-2 and TX-4: (topic, partition, offset, leader epoch, metadata) written as pending
         offsets of `producer_id` in one transactional batch; one error per commit, in order."""
         group = self.groups.get(group_id)
-        if group is None:
-            if generation >= 0:
-                raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
-            group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
-        error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=True)
+        consumer_group = self.consumer_groups.get(group_id) if group is None else None
+        if consumer_group is not None:
+            # KO-1 for a KIP-848 group (a transactional commit needs no OffsetCommit v9).
+            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, 9, transactional=True)
+        else:
+            if group is None:
+                if generation >= 0:
+                    raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
+                group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
+            error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=True)
         if error is not ErrorCode.NONE:
             raise CoordinatorError(error)
         now = self.now_ms()

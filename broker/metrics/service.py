@@ -122,7 +122,7 @@ class MetricsService:
         if coordinator is not None:
             for shard in coordinator.shards:
                 shards[shard.state.value] = shards.get(shard.state.value, 0) + 1
-        listening = broker.accepting
+        listening = broker.accepting and broker.faults.down is None
         loaded = coordinator is not None and coordinator.all_loaded
         ready = listening and loaded
         return ready, {"ready": ready, "listening": listening, "coordinator_loaded": loaded, "shards": shards}

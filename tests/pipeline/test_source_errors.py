@@ -107,7 +107,7 @@ def test_an_unreachable_broker_fails_read_and_write_with_its_address(spark: Any)
     dead = _dead_address()
 
     def reader() -> Any:
-        return spark.read.format("kaflet").option("kafka.bootstrap.servers", dead).option("kafka.default.api.timeout.ms", "1500")
+        return spark.read.format("kaflet").option("kafka.bootstrap.servers", dead).option("kafka.default.api.timeout.ms", "1000")
 
     with pytest.raises(Exception, match=rf"cannot reach Kafka at kafka.bootstrap.servers={dead}"):
         reader().option("subscribe", "t").load().collect()
@@ -115,6 +115,6 @@ def test_an_unreachable_broker_fails_read_and_write_with_its_address(spark: Any)
         reader().option("assign", json.dumps({"t": [0]})).load().collect()
     df = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(Exception, match=rf"cannot reach Kafka at kafka.bootstrap.servers={dead}"):
-        df.write.format("kaflet").option("kafka.bootstrap.servers", dead).option("kafka.default.api.timeout.ms", "1500").option(
+        df.write.format("kaflet").option("kafka.bootstrap.servers", dead).option("kafka.default.api.timeout.ms", "1000").option(
             "topic", "t"
         ).mode("append").save()
