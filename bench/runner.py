@@ -32,6 +32,7 @@ BENCHMARKS = [
     "consumer_groups",
     "metrics",
     "assignors",
+    "transactions",
     "fuzz",
     "spark",
 ]

@@ -89,3 +89,35 @@ def test_latest_start_and_a_pattern_that_picks_up_a_new_topic_from_its_beginning
         assert sorted((r.topic, r.offset, int(r.value)) for r in rows) == [(first, 2, 2), (later, 0, 3), (later, 1, 4), (later, 2, 5)]
     finally:
         query.stop()
+
+
+def test_fail_on_data_loss_when_a_restarted_stream_finds_its_offsets_deleted(
+    spark: Any, kaflet: Any, topic_name: str, tmp_path: Path
+) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(kaflet.bootstrap, topic_name, 1)
+    _fill(kaflet.bootstrap, topic_name, 1, 0, 3)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+
+    def run(**options: str) -> Any:
+        df = _stream(spark, kaflet.bootstrap, subscribe=topic_name, startingOffsets="earliest", **options)
+        writer = df.select("partition", "offset", "value").writeStream.format("parquet").option("path", str(out))
+        query = writer.option("checkpointLocation", str(ck)).trigger(availableNow=True).start()
+        try:
+            query.awaitTermination(120)
+        except Exception as e:
+            return e
+        return query.exception()
+
+    assert run() is None
+    assert [o for _, o, _ in _sink(spark, out)] == [0, 1, 2]
+    _fill(kaflet.bootstrap, topic_name, 1, 3, 5)  # offsets 3..7; then 3..5 are deleted before the stream reads them
+    admin = AdminClient({"bootstrap.servers": kaflet.bootstrap})
+    admin.delete_records([TopicPartition(topic_name, 0, 6)])[TopicPartition(topic_name, 0, 6)].result(timeout=10)
+
+    error = run()
+    assert error is not None and "cannot fetch offsets [3, 6)" in str(error) and "failOnDataLoss" in str(error)
+    assert run(failOnDataLoss="false") is None  # the same checkpoint, going on from what is there
+    assert [o for _, o, _ in _sink(spark, out)] == [0, 1, 2, 6, 7]
