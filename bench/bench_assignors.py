@@ -4,8 +4,8 @@ Time: one `assign()` for `uniform`, `range` and `lag-aware`, homogeneous subscri
 partitions x 100 members and 10,000 partitions x 1,000 members, on two inputs: a fresh group (no current
 assignment, uniform's cheapest case) and a settled group that one member just joined (each member's current
 assignment is uniform's previous answer: the usual epoch bump).
-The lag closure is shaped like the coordinator's: a committed-offset dict lookup and a log end offset, with a
-few partitions never committed. Baseline: `uniform` on the same input; issue 13's target is lag-aware at most
+The lag closure is the coordinator's own over stand-ins for the partition logs and the offsets store (raw
+OffsetCommitValue records), with a few partitions never committed. Baseline: `uniform` on the same input; issue 13's target is lag-aware at most
 2x uniform (ratio uniform/lag-aware >= 0.5).
 
 Quality: the lag spread (max minus min total assigned lag per member) of each assignor on a skewed workload
@@ -23,40 +23,57 @@ import time
 from bench.context import Context, Row, Target, median
 from broker.coordinator.assignors import GroupSpec, MemberSpec, get
 from broker.coordinator.assignors.base import lag_spread
+from broker.coordinator.consumer.lag import lag_function
+from storage.offsets_records import offset_commit_value
 
 ABOUT = "server-side assignors: assign() time for uniform, range, lag-aware; lag spread on a skewed workload"
 
 TOPICS = 10
 
 
+class _Log:
+    """What the lag closure reads of a PartitionLog: its next offset and log start offset."""
+
+    __slots__ = ("log_start_offset", "next_offset")
+
+    def __init__(self, start: int, end: int) -> None:
+        self.log_start_offset = start
+        self.next_offset = end
+
+
+class _Logs:
+    """The LogManager's lookup: (topic, partition) -> log."""
+
+    def __init__(self) -> None:
+        self.logs: dict[tuple[str, int], _Log] = {}
+
+    def get(self, topic: str, partition: int) -> _Log | None:
+        return self.logs.get((topic, partition))
+
+
 def make_spec(partitions: int, members: int, lags: list[int] | None = None, seed: int = 1) -> GroupSpec:
+    """A group of `members` on 10 topics of `partitions` in all. The lag closure is the coordinator's own
+    (broker/coordinator/consumer/lag.py) over stand-ins for the partition logs and for the offsets store's
+    topic -> partition -> OffsetCommitValue bytes; one partition in 97 was never committed (`earliest`)."""
     rng = random.Random(seed)
     per_topic = partitions // TOPICS
     topics = [f"topic-{i:03d}" for i in range(TOPICS)]
     counts = dict.fromkeys(topics, per_topic)
     if lags is None:
         lags = [rng.randrange(0, 100_000) for _ in range(partitions)]
-    leo: dict[str, list[int]] = {t: [] for t in topics}
-    start: dict[str, list[int]] = {t: [] for t in topics}
-    committed: dict[str, dict[int, int]] = {t: {} for t in topics}  # shaped like OffsetStore: topic -> partition
+    logs = _Logs()
+    committed: dict[str, dict[int, bytes]] = {t: {} for t in topics}
     for i, lag in enumerate(lags):
         t, p = topics[i // per_topic], i % per_topic
         end = lag + 1_000_000
-        leo[t].append(end)
-        if i % 97 == 0:  # never committed: "earliest" lag is the whole log
-            start[t].append(end - lag)
+        if i % 97 == 0:
+            logs.logs[(t, p)] = _Log(end - lag, end)
         else:
-            start[t].append(0)
-            committed[t][p] = end - lag
-
-    def lag_of(topic: str, partition: int) -> int:
-        c = committed[topic].get(partition)
-        end = leo[topic][partition]
-        return end - (start[topic][partition] if c is None else c)
-
+            logs.logs[(t, p)] = _Log(0, end)
+            committed[t][p] = offset_commit_value(end - lag, -1, "", 0)
     ids = [f"consumer-{rng.getrandbits(64):016x}" for _ in range(members)]
     spec_members = {m: MemberSpec(m, None, None, frozenset(topics)) for m in ids}
-    return GroupSpec("bench", spec_members, counts, lag_of)
+    return GroupSpec("bench", spec_members, counts, lag_function(logs, committed, "earliest"))
 
 
 def time_all(spec: GroupSpec, reps: int) -> dict[str, float]:

@@ -123,8 +123,8 @@ class Context:
             yield k
 
     @contextmanager
-    def mock(self, rebalance_delay_ms: int | None = None) -> Iterator[Mock]:
-        with Mock(rebalance_delay_ms).start() as m:
+    def mock(self, rebalance_delay_ms: int | None = None, consumer_heartbeat_interval_ms: int | None = None) -> Iterator[Mock]:
+        with Mock(rebalance_delay_ms, consumer_heartbeat_interval_ms).start() as m:
             if m.ready.get("note"):
                 self.note(m.ready["note"])
             yield m

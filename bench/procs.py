@@ -193,15 +193,18 @@ class Mock(_Child):
 
     name = "mock"
 
-    def __init__(self, rebalance_delay_ms: int | None = None) -> None:
+    def __init__(self, rebalance_delay_ms: int | None = None, consumer_heartbeat_interval_ms: int | None = None) -> None:
         super().__init__()
         self.rebalance_delay_ms = rebalance_delay_ms
+        self.consumer_heartbeat_interval_ms = consumer_heartbeat_interval_ms
         self.ready: dict[str, Any] = {}
 
     def start(self, timeout: float = 30.0) -> Mock:
         cmd = [sys.executable, "-m", "bench.procs", "mock"]
         if self.rebalance_delay_ms is not None:
             cmd += ["--rebalance-delay-ms", str(self.rebalance_delay_ms)]
+        if self.consumer_heartbeat_interval_ms is not None:
+            cmd += ["--consumer-heartbeat-interval-ms", str(self.consumer_heartbeat_interval_ms)]
         self._spawn(cmd, "stdout", stdin=subprocess.PIPE)
         self.ready = self.wait_for(lambda r: r.get("event") == "mock ready", timeout)
         self.start_seconds = time.perf_counter() - self.spawned_at
@@ -265,6 +268,7 @@ def _load_librdkafka() -> Any:
     lib.rd_kafka_mock_cluster_bootstraps.restype = c
     lib.rd_kafka_mock_cluster_bootstraps.argtypes = [p]
     lib.rd_kafka_mock_group_initial_rebalance_delay_ms.argtypes = [p, ctypes.c_int32]
+    lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms.argtypes = [p, ctypes.c_int]
     lib.rd_kafka_mock_topic_create.restype = i
     lib.rd_kafka_mock_topic_create.argtypes = [p, c, i, i]
     lib.rd_kafka_destroy.argtypes = [p]
@@ -285,6 +289,7 @@ def mock_main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="bench.procs mock")
     parser.add_argument("--rebalance-delay-ms", type=int, default=None)
+    parser.add_argument("--consumer-heartbeat-interval-ms", type=int, default=None)
     args = parser.parse_args(argv)
 
     lib = rk = mcluster = keeper = None
@@ -302,6 +307,8 @@ def mock_main(argv: list[str]) -> int:
         bootstraps = lib.rd_kafka_mock_cluster_bootstraps(mcluster).decode()
         if args.rebalance_delay_ms is not None:
             lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mcluster, args.rebalance_delay_ms)
+        if args.consumer_heartbeat_interval_ms is not None:
+            lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(mcluster, args.consumer_heartbeat_interval_ms)
     except (OSError, AttributeError) as exc:
         # No C API: a plain confluent-kafka handle still starts the mock, without our controls.
         from confluent_kafka import Producer

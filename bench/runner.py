@@ -29,9 +29,12 @@ BENCHMARKS = [
     "offset_commit",
     "offsets_replay",
     "groups",
+    "consumer_groups",
     "metrics",
     "assignors",
+    "transactions",
     "fuzz",
+    "spark",
 ]
 
 RESULTS_DIR = Path(__file__).parent / "results"

@@ -32,6 +32,7 @@ COMMANDS: list[Command] = [
     Command("serve", "run the broker (the default of `python -m broker`)", "broker.cli:serve_main"),
     Command("topics", "list, describe, create and delete topics", "broker.admin_cli.main:main"),
     Command("groups", "list, describe and delete groups; their lag; reset their offsets", "broker.admin_cli.main:main"),
+    Command("transactions", "list and describe transactions", "broker.admin_cli.main:main"),
     Command("check", "CRC-check a stopped broker's data dir; --repair fixes what it finds", "broker.admin_cli.check:main"),
     Command("pipeline", "group analytics on Spark: lag history, rebalance timeline, audit, report", "pipeline.analytics.cli:kaflet_main"),
 ]

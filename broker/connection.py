@@ -8,6 +8,11 @@ Back-pressure counts only complete frames waiting to be handled: a frame still a
 bounded by --max-request-bytes alone, so a request of any legal size completes (counting
 it once made any request over the pause threshold hang its connection for good). The limits
 on connections and on request bytes in flight live in broker/network/limits.py.
+
+Chaos (broker/faults.py, broker/cluster/chaos.py) acts here too: a black-holed connection is
+neither read (its frames wait, unread, in the socket) nor written (its answers are held, as TCP
+would hold unacknowledged bytes) until the hole closes; the broker's injected latency delays
+every response where it is written, in order.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ log = structlog.get_logger("kaflet.connection")
 
 # Stop reading from a client that has this many bytes of complete frames queued.
 _PAUSE_AT = 8 * 1024 * 1024
+
+# _dispatch's answer for a frame that a black hole swallowed: it waits, unhandled, for the hole to close.
+_HELD = object()
 
 
 class CloseConnection(Exception):
@@ -77,6 +85,17 @@ class KafkaConnection(asyncio.Protocol):
         # Work that must finish before this burst's responses leave (e.g. the appends of
         # offset commits batched during the burst); it raises to withhold them.
         self._before_flush: list[Any] = []
+        self.client_id: str | None = None  # of the last request (black holes by client id)
+        self.hole: faults.Hole | None = None  # the black hole this connection is in
+        self._held: list[Any] = []  # responses written while in a hole
+        self._delayed: deque[tuple[float, list[Any]]] = deque()  # (due loop time, chunks): injected latency
+        self._delay_timer: asyncio.TimerHandle | None = None
+        # When that work fails: the error answer of each request that registered one (by
+        # correlation id), where its answer sits in _out, and whether some work had none.
+        self._fallbacks: dict[int, Any] = {}
+        self._spans: dict[int, tuple[int, int, bool]] = {}
+        self._unanswerable = False
+        self._current_corr = 0
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -102,6 +121,8 @@ class KafkaConnection(asyncio.Protocol):
         self.broker.connections.add(self)
         if self._pool is not None and self._pool.pool_exhausted:
             self._pool.mute(self)
+        if self.broker.faults.down == "hang":  # down, but accepting: never answered
+            self.enter_hole(faults.DOWN)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.refused:
@@ -127,6 +148,10 @@ class KafkaConnection(asyncio.Protocol):
             )
         self._frames.clear()
         self._buf = bytearray()
+        self._held = []
+        if self._delay_timer is not None:
+            self._delay_timer.cancel()
+            self._delay_timer = None
         if self.in_flight is not None and not self.in_flight.done():
             # The handler may be parked in the coordinator; its answer has nowhere to go.
             self.in_flight.cancel()
@@ -180,7 +205,7 @@ class KafkaConnection(asyncio.Protocol):
         frames = self._frames
         self._draining = True
         try:
-            while frames and not self._busy and not self.closing:
+            while frames and not self._busy and not self.closing and self.hole is None:
                 frame = frames.popleft()
                 self._queued_bytes -= len(frame)
                 try:
@@ -189,6 +214,10 @@ class KafkaConnection(asyncio.Protocol):
                     self._give(len(frame))
                     self.close_with_warning(str(exc))
                     return
+                if pending is _HELD:  # swallowed by a black hole: handled once it closes
+                    frames.appendleft(frame)
+                    self._queued_bytes += len(frame)
+                    break
                 if pending is None:
                     if self._pool is not None:
                         self._give(len(frame))
@@ -228,7 +257,7 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def _update_reading(self) -> None:
-        paused = self._paused or self._pool_paused
+        paused = self._paused or self._pool_paused or self.hole is not None
         if paused == self.reading_paused or self.transport is None or self.closing:
             return
         self.reading_paused = paused
@@ -266,6 +295,7 @@ class KafkaConnection(asyncio.Protocol):
             api_key, api_version, corr = peek_api(frame)
         except HeaderError as exc:
             raise CloseConnection(f"bad request header: {exc}") from None
+        self._current_corr = corr
         spec = REGISTRY.get(api_key)
         if spec is None:
             raise CloseConnection(f"unknown api key {api_key}")
@@ -283,7 +313,13 @@ class KafkaConnection(asyncio.Protocol):
         except HeaderError as exc:
             raise CloseConnection(f"bad request header: {exc}") from None
         broker = self.broker
-        if spec.fast_path is not None and not broker.faults.rules and not broker.debug_requests:
+        self.client_id = header.client_id
+        if broker.faults.holes:
+            hole = broker.faults.hole_for(self.peer_text, header.client_id)
+            if hole is not None:
+                self.enter_hole(hole)
+                return _HELD
+        if spec.fast_path is not None and not broker.faults.active and not broker.debug_requests:
             # A repeat of a request whose answer is known (e.g. Metadata): no decode, no handler.
             known = spec.fast_path(broker, api_version, frame, header.body_offset)
             if known is not None:
@@ -382,23 +418,35 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is None or self.closing:
             return
         out = self._out
+        start = len(out)
         if isinstance(body, list):
             out.append(response_header(sum(len(b) for b in body), correlation_id, flexible))
             out.extend(body)
         else:
             out.append(response_header(len(body), correlation_id, flexible))
             out.append(body)
+        if self._fallbacks and correlation_id in self._fallbacks:
+            self._spans[correlation_id] = (start, len(out), flexible)
         if not self._draining:
             self._flush()
 
-    def before_flush(self, work: Any) -> None:
+    def before_flush(self, work: Any, on_failure: Any = None) -> None:
         """Run `work()` once before the responses produced so far are written. Outside a burst
-        (a parked handler finishing) it runs at once."""
+        (a parked handler finishing) it runs at once.
+
+        If `work` fails, `on_failure(exc)` gives the answer of the request being handled now
+        in place of the one it wrote (None: that answer stands), and the other answers leave
+        as written. Work registered without `on_failure` withholds every answer of the burst
+        and closes the connection instead."""
         if not self._draining:
             work()
             return
         if work not in self._before_flush:
             self._before_flush.append(work)
+        if on_failure is None:
+            self._unanswerable = True
+        else:
+            self._fallbacks[self._current_corr] = on_failure
 
     def _run_before_flush(self) -> None:
         failure = self._finish_pending_work()
@@ -407,20 +455,89 @@ class KafkaConnection(asyncio.Protocol):
 
     def _finish_pending_work(self) -> Exception | None:
         works, self._before_flush = self._before_flush, []
+        fallbacks, self._fallbacks = self._fallbacks, {}
+        spans, self._spans = self._spans, {}
+        unanswerable, self._unanswerable = self._unanswerable, False
         try:
             for work in works:
                 work()
         except Exception as exc:
-            # The responses claim work that did not happen: none of them may leave.
-            self._out = []
-            return exc
+            if unanswerable or not fallbacks:
+                # The responses claim work that did not happen: none of them may leave.
+                self._out = []
+                return exc
+            # Each request whose work failed is answered with its error instead (bug 6 of
+            # issue 11: a full disk used to turn offset commits into closed connections).
+            out = self._out
+            for corr, make in fallbacks.items():
+                span = spans.get(corr)
+                body = make(exc) if span is not None else None
+                if body is None:
+                    continue
+                start, end, flexible = span  # type: ignore[misc]
+                parts = body if isinstance(body, list) else [body]
+                out[start] = response_header(sum(len(b) for b in parts), corr, flexible)
+                out[start + 1 : end] = [b"".join(parts)] + [b""] * (end - start - 2)
+            log.warning("work behind these responses failed; answered with its error", peer=self.peer_text, error=str(exc))
         return None
 
     def _flush(self) -> None:
         if self._out and self.transport is not None:
-            self.transport.writelines(self._out)
-            self._out = []
+            out, self._out = self._out, []
             self.last_active = time.monotonic()
+            if self.hole is not None:
+                self._held.extend(out)
+                return
+            self._send(out)
+
+    def _send(self, chunks: list[Any]) -> None:
+        latency = self.broker.faults.latency_ms
+        if not latency and not self._delayed:
+            self.transport.writelines(chunks)  # type: ignore[union-attr]
+            return
+        # Injected latency: due times never go backwards, so answers keep their order.
+        loop = asyncio.get_running_loop()
+        due = loop.time() + latency / 1000
+        if self._delayed:
+            due = max(due, self._delayed[-1][0])
+        self._delayed.append((due, chunks))
+        if self._delay_timer is None:
+            self._delay_timer = loop.call_at(self._delayed[0][0], self._write_delayed)
+
+    def _write_delayed(self, everything: bool = False) -> None:
+        self._delay_timer = None
+        delayed = self._delayed
+        now = asyncio.get_running_loop().time()
+        transport = self.transport
+        while delayed and (everything or delayed[0][0] <= now):
+            _, chunks = delayed.popleft()
+            if transport is not None and not transport.is_closing():
+                transport.writelines(chunks)
+        if delayed:
+            self._delay_timer = asyncio.get_running_loop().call_at(delayed[0][0], self._write_delayed)
+
+    # -- black holes ----------------------------------------------------------------------
+
+    def enter_hole(self, hole: faults.Hole) -> None:
+        """Stop reading and writing (without closing) until `leave_hole`."""
+        if self.closing:
+            return
+        self.hole = hole
+        self._update_reading()
+
+    def leave_hole(self) -> None:
+        """The hole closes: held answers leave, reading resumes, waiting frames are handled."""
+        if self.hole is None:
+            return
+        self.hole = None
+        if self.closing:
+            return
+        held, self._held = self._held, []
+        if held and self.transport is not None:
+            self._send(held)
+        self._update_reading()
+        if not self._busy and self._frames:
+            self._drain()
 
     # -- closing ------------------------------------------------------------------------
 
@@ -434,6 +551,10 @@ class KafkaConnection(asyncio.Protocol):
         if self._before_flush:
             self._finish_pending_work()
         self._flush()  # answers already produced still leave, in order, before the close
+        if self._delayed:  # ... latency or not
+            if self._delay_timer is not None:
+                self._delay_timer.cancel()
+            self._write_delayed(everything=True)
         self.closing = True
         self._frames.clear()
         if self.transport is not None:

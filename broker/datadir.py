@@ -25,10 +25,15 @@ def write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:  # a short write (a disk filling up) must not pass for the whole file
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
-    finally:
+    except OSError:
         os.close(fd)
+        tmp.unlink(missing_ok=True)  # the old file stays whole; no half copy takes space
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

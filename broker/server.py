@@ -16,6 +16,7 @@ from broker.clock import Clock
 from broker.config import Config
 from broker.connection import KafkaConnection
 from broker.datadir import DataDir
+from broker.dynamic.broker_configs import DynamicBrokerConfigs
 from broker.faults import FaultInjector
 from broker.log_config import log_config
 from broker.network.limits import ConnectionLimits
@@ -61,7 +62,11 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.accepting = False
         self.faults = FaultInjector()
+        from broker.cluster.chaos import Chaos
+
+        self.chaos = Chaos(self)  # chaos operations on this broker (broker/cluster/chaos.py)
         self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip, config.queued_max_request_bytes)
+        self.dynamic_configs = DynamicBrokerConfigs(self)
         self.debug_requests = config.log_level == "debug"
         self.started_at = 0.0
         self.bound_port = 0
@@ -128,6 +133,7 @@ class Broker:
 
     async def _start(self, t0: float) -> None:
         self.datadir = DataDir(self.config.data_dir, self.config.node_id, self.config.offsets_partitions)
+        self.dynamic_configs.load(self.datadir.path)  # dynamic broker configs win over static ones
         self.topics = TopicManager(self.datadir.path, self.config)
         self.producer_ids = ProducerIdManager(self.datadir.path)
         self.logs = LogManager(
@@ -143,10 +149,13 @@ class Broker:
         self.logs.load(self.topics.topics.values(), self.topics.deleting)
         self.topics.deletions_finished()
         self.logs.subscribe(self.topics)
+        self.faults.bind_storage(self.logs.set_write_check)
         await self.logs.start()
+        from broker.coordinator.group_configs import GroupConfigs
         from broker.coordinator.service import GroupCoordinator
 
         self.coordinator = GroupCoordinator(self)
+        self.coordinator.group_configs = GroupConfigs(self.datadir.path, self.config)
         self.coordinator.start()
         from broker.txn.coordinator import TransactionCoordinator
 
@@ -230,12 +239,25 @@ class Broker:
 
     # -- listening ----------------------------------------------------------------------
 
-    async def _bind(self) -> None:
+    def stop_listening(self) -> None:
+        """Close the listen sockets (chaos: the broker is down); connections stay as they are."""
+        for server in self._servers:
+            server.close()
+        self._servers = []
+        self.bound_hosts = []
+
+    async def listen_again(self) -> None:
+        """Listen again on the port bound at start (chaos: the broker comes back up)."""
+        await self._bind(self.bound_port)
+        for server in self._servers:
+            await server.start_serving()
+
+    async def _bind(self, port: int | None = None) -> None:
         """Bind the listen sockets (not serving yet): a taken port fails before the data dir is touched."""
         loop = asyncio.get_running_loop()
         host = self.config.host
         hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
-        port = self.config.port
+        port = self.config.port if port is None else port
         for i, h in enumerate(hosts):
             try:
                 server = await loop.create_server(

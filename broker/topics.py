@@ -87,6 +87,9 @@ class TopicManager:
         self.on_deleted: list[TopicListener] = []
         self.on_partitions_added: list[Callable[[Topic, int], Any]] = []
         self.on_configs_changed: list[TopicListener] = []
+        # A creation (or partitions added) failed on a full or broken disk: (topic, first new
+        # partition) -- whatever was made for those partitions is removed again.
+        self.on_create_undone: list[Callable[[Topic, int], Any]] = []
         # Deleted topics whose data may not all be gone yet: id -> name.
         self.deleting: dict[uuid.UUID, str] = {}
         if self.path.exists():
@@ -138,10 +141,37 @@ class TopicManager:
         topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
         self.topics[name] = topic
         self.by_id[topic.topic_id] = topic
-        self._save()
-        for listener in self.on_created:
-            listener(topic)
+        saved = False
+        try:
+            self._save()
+            saved = True
+            for listener in self.on_created:
+                listener(topic)
+        except OSError as exc:
+            # A full disk: no trace of the topic stays, and the client hears why (Kafka answers a
+            # KafkaStorageException as KAFKA_STORAGE_ERROR).
+            self._undo_partitions(topic, 0)
+            self.topics.pop(name, None)
+            self.by_id.pop(topic.topic_id, None)
+            if saved:
+                self._save_back(name)
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot create topic {name}: {exc.strerror or exc}") from exc
         return topic
+
+    def _undo_partitions(self, topic: Topic, first_partition: int) -> None:
+        """Remove what was made for partitions `first_partition`.. of `topic` (a failed change)."""
+        for listener in self.on_create_undone:
+            try:
+                listener(topic, first_partition)
+            except OSError as exc:
+                log.error("cannot remove what a failed topic change made", topic=topic.name, error=str(exc))
+
+    def _save_back(self, name: str) -> None:
+        """topics.json held the failed change: write the state without it (best effort on a full disk)."""
+        try:
+            self._save()
+        except OSError as exc:
+            log.error("cannot write topics.json back after a failed topic change", topic=name, error=str(exc))
 
     def maybe_auto_create(self, name: str) -> Topic | None:
         """Auto-create `name` if the broker allows it and the name is legal and not internal."""
@@ -177,14 +207,28 @@ class TopicManager:
         topic = self.topics[name]
         old = topic.partitions
         topic.partitions = total
-        self._save()
-        for listener in self.on_partitions_added:
-            listener(topic, old)
+        saved = False
+        try:
+            self._save()
+            saved = True
+            for listener in self.on_partitions_added:
+                listener(topic, old)
+        except OSError as exc:
+            self._undo_partitions(topic, old)
+            topic.partitions = old
+            if saved:
+                self._save_back(name)
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot add partitions to {name}: {exc.strerror or exc}") from exc
         return topic
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.topics[name]
+        before = topic.configs
         topic.configs = dict(configs)
-        self._save()
+        try:
+            self._save()
+        except OSError:
+            topic.configs = before  # a full disk: the change did not happen
+            raise
         for listener in self.on_configs_changed:
             listener(topic)

@@ -25,8 +25,11 @@ def write_atomic(path: Path, data: bytes) -> None:
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
-    finally:
+    except OSError:
         os.close(fd)
+        tmp.unlink(missing_ok=True)  # a full disk: the old file stays whole, no half copy stays behind
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 

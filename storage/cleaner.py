@@ -15,6 +15,11 @@ A pass has three steps:
 
 Rebuilt batches are written uncompressed; untouched batches keep their bytes. The key map
 is a dict held in memory while a pass runs (Kafka bounds it by a dedupe buffer).
+
+Transactions, as in Kafka: nothing at or after the last stable offset is cleaned (an open
+transaction's records may still be aborted); records of aborted transactions (found in the
+segments' transaction indexes) never count as a key's latest value and are dropped; markers
+are kept. So an aborted transactional offset commit can never hide the committed one.
 """
 
 from __future__ import annotations
@@ -59,6 +64,13 @@ class CleanPlan:
     now: int
     producer_last_offsets: dict[int, int]
     abort: threading.Event = field(default_factory=threading.Event)
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> [(first, last offset)]
+
+    def is_aborted(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self.aborted.get(header.producer_id)
+        return bool(ranges) and any(first <= header.base_offset <= last for first, last in ranges)
 
 
 @dataclass
@@ -104,6 +116,9 @@ def plan(log_: PartitionLog, first_dirty: int, now: int, *, force: bool = False)
             if now - segments[i].largest_timestamp < lag:
                 end_index = i
                 break
+    lso = log_.last_stable_offset
+    while end_index > 0 and segments[end_index].base_offset > lso:
+        end_index -= 1  # an open transaction may still abort: clean only below it
     if end_index <= 0:
         return None
     end_offset = segments[end_index].base_offset
@@ -112,9 +127,12 @@ def plan(log_: PartitionLog, first_dirty: int, now: int, *, force: bool = False)
         return None
     if not force and dirty_ratio(log_, first_dirty, end_index) < config.min_cleanable_dirty_ratio:
         return None
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for txn in log_.aborted_transactions(log_.log_start_offset, end_offset):
+        aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
     refs = [SegmentRef(s.base_offset, os.dup(s.fd), s.size, s) for s in segments[:end_index]]
     log_.cleaning = True
-    return CleanPlan(log_, refs, first_dirty, end_offset, now, log_.producers.last_offsets())
+    return CleanPlan(log_, refs, first_dirty, end_offset, now, log_.producers.last_offsets(), aborted=aborted)
 
 
 class CorruptSegment(Exception):
@@ -155,7 +173,7 @@ def _clean(p: CleanPlan) -> CleanResult:
         if nxt <= p.first_dirty:
             continue
         for buf, pos, header in _iter_ref(ref, p.abort):
-            if header.base_offset + header.last_offset_delta < p.first_dirty or header.is_control:
+            if header.base_offset + header.last_offset_delta < p.first_dirty or header.is_control or p.is_aborted(header):
                 continue
             for rec in iter_all_records(buf, pos, header):
                 if rec.key is not None and rec.offset < p.end_offset:
@@ -186,6 +204,14 @@ def _clean(p: CleanPlan) -> CleanResult:
                     else:
                         records = list(iter_all_records(buf, pos, header))
                         result.records_read += len(records)
+                        aborted_batch = p.is_aborted(header)
+                        if aborted_batch:
+                            # An aborted transaction's records go; the producer's last batch survives empty.
+                            if header.producer_id >= 0 and p.producer_last_offsets.get(header.producer_id) == last:
+                                data = rebuild_batch(header, [])
+                            else:
+                                continue
+                            records = []
                         horizon = batch_delete_horizon(header)
                         kept = []
                         has_tombstone = False
@@ -199,7 +225,9 @@ def _clean(p: CleanPlan) -> CleanResult:
                             kept.append(rec)
                         result.records_kept += len(kept)
                         set_horizon = has_tombstone and horizon is None
-                        if len(kept) == len(records) and not set_horizon:
+                        if aborted_batch:
+                            pass  # the empty batch built above
+                        elif len(kept) == len(records) and not set_horizon:
                             data = memoryview(buf)[pos : pos + size]
                         elif kept:
                             data = rebuild_batch(header, kept, horizon_ms if set_horizon else None)

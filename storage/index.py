@@ -48,14 +48,25 @@ class _Index(ABC):
         self.values.append(value)
         self._pending += raw
         if len(self._pending) >= _FLUSH_AT:
-            self.flush()
+            try:
+                self.flush()
+            except OSError:
+                pass  # a full disk: the entries stay pending, and the log they index is what counts
 
     def flush(self) -> None:
-        """Append entries not yet in the file."""
+        """Append entries not yet in the file. If that fails (a full disk), the file is cut back
+        to the entries it held before, so a retry cannot leave an entry in it twice."""
         if not self._pending:
             return
-        with open(self.path, "ab") as f:
-            f.write(self._pending)
+        try:
+            with open(self.path, "ab") as f:
+                f.write(self._pending)
+        except OSError:
+            try:
+                os.truncate(self.path, self._on_disk * self.entry.size)
+            except OSError:
+                pass
+            raise
         self._on_disk = len(self.keys)
         self._pending.clear()
 
@@ -74,8 +85,12 @@ class _Index(ABC):
         """Rewrite the file from memory (after a rebuild or a truncation)."""
         data = self._encode_all()
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk must not keep a half-written copy around
+            raise
         os.replace(tmp, self.path)
         self._pending.clear()
         self._on_disk = len(self.keys)

@@ -152,6 +152,9 @@ class PartitionLog:
         # any object with a `pending` list its owner folds (broker.metrics.stats.Histogram); fed
         # inline because a call per append costs more than the append to `pending`.
         self.append_histogram: Any = None
+        # Set by the LogManager while a fault rule is armed: called before each write, it raises
+        # the injected OSError (broker/faults.py is the one place faults come from).
+        self.check_write: Callable[[str, int], None] | None = None
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -347,13 +350,16 @@ class PartitionLog:
             set_log_append_time(batch, 0, append_time)
             max_ts = append_time
         seg = self.segments[-1]
-        if seg.size and self._should_roll(seg, size, max_ts, last, now):
-            seg = self.roll()
         _BASE_LEN_EPOCH.pack_into(batch, 0, base, header[1], LEADER_EPOCH)
         try:
+            if self.check_write is not None:
+                self.check_write(self.topic, self.partition)  # an injected disk fault (broker/faults.py)
+            if seg.size and self._should_roll(seg, size, max_ts, last, now):
+                seg = self.roll()
             seg.append(batch, last, max_ts, config.index_interval_bytes)
         except OSError as exc:
-            # Leave no partial batch behind (e.g. the disk filled up mid-write).
+            # Leave no partial batch behind (e.g. the disk filled up mid-write): the log stays
+            # exactly as it was, and the next append once space is freed goes on from there.
             try:
                 os.ftruncate(seg.fd, seg.size)
             except OSError:
@@ -422,14 +428,23 @@ class PartitionLog:
         )
 
     def roll(self) -> Segment:
-        """Close the active segment for appends and start a new one at the log end."""
+        """Close the active segment for appends and start a new one at the log end. On a full
+        disk the new segment's files are removed again and OSError raised: nothing changed."""
         old = self.segments[-1]
         if old.size == 0:
             return old
-        old.on_roll()
-        seg = Segment(self.dir, self.next_offset, self.config.segment_index_bytes, self.config.index_interval_bytes, create=True)
+        try:
+            old.on_roll()
+        except OSError as exc:
+            # Its index files can be rebuilt from the log; the entries stay in memory.
+            log.warning("cannot write the indexes of a rolled segment", partition=self.name, error=str(exc))
+        seg = Segment.create_or_undo(self.dir, self.next_offset, self.config.segment_index_bytes, self.config.index_interval_bytes)
         self._add_segment(seg)
-        self.snapshot_producers()
+        try:
+            self.snapshot_producers()
+        except OSError as exc:
+            # The producer state is rebuilt from the log when no snapshot covers it.
+            log.warning("cannot write a producer snapshot", partition=self.name, error=str(exc))
         if self.on_roll is not None:
             self.on_roll(self, old)
         return seg
@@ -676,17 +691,29 @@ class PartitionLog:
         """Clean shutdown: fsync data and indexes, snapshot producer state, close files."""
         if self.closed:
             return
-        self.flush()
+        failure: OSError | None = None
+        try:
+            self.flush()
+            for seg in self.segments:
+                seg.on_roll()
+                seg.index.fsync()
+                seg.time_index.fsync()
+                seg.txn_index.fsync()
+            self.snapshot_producers(fsync=True)
+        except OSError as exc:
+            failure = exc  # a full or broken disk: the files still get closed; the next start recovers
         for seg in self.segments:
-            seg.on_roll()
-            seg.index.fsync()
-            seg.time_index.fsync()
-            seg.txn_index.fsync()
-        self.snapshot_producers(fsync=True)
-        for seg in self.segments:
-            seg.close()
+            try:
+                seg.close()
+            except OSError as exc:
+                failure = failure or exc
+                if seg.fd >= 0:
+                    os.close(seg.fd)
+                    seg.fd = -1
         self.closed = True
         self._waiters.clear()
+        if failure is not None:
+            raise failure
 
     def close_for_delete(self) -> None:
         """The topic is being deleted: close files without flushing anything."""

@@ -105,6 +105,7 @@ class LogManager:
         # PartitionLog.append_histogram) and a callback given each fsync pass's duration (s).
         self.append_histogram: Any = None
         self.observe_fsync: Callable[[float], None] | None = None
+        self.check_write: Callable[[str, int], None] | None = None
         # Ids (Kafka's base64 form) of deleted topics whose directories may still be in place.
         self.doomed_ids: set[str] = set()
         # Called with a partition directory before it is renamed aside: the broker's fault
@@ -213,7 +214,15 @@ class LogManager:
         plog.on_roll = self._on_roll
         plog.on_log_start_changed = self._on_log_start_changed
         plog.append_histogram = self.append_histogram
+        plog.check_write = self.check_write
         return plog
+
+    def set_write_check(self, check: Callable[[str, int], None] | None) -> None:
+        """Install (or remove, with None) a check every log calls before writing an appended
+        batch; it raises OSError to fail the append as a broken or full disk would."""
+        self.check_write = check
+        for plog in self.logs.values():
+            plog.check_write = check
 
     def set_observers(self, append_histogram: Any, fsync: Callable[[float], None] | None) -> None:
         """Install the metrics hooks on every log, present and future."""
@@ -252,6 +261,17 @@ class LogManager:
         topics.on_partitions_added.append(self.partitions_added)
         if hasattr(topics, "on_configs_changed"):
             topics.on_configs_changed.append(self.configs_changed)
+        if hasattr(topics, "on_create_undone"):
+            topics.on_create_undone.append(self.undo_partitions)
+
+    def undo_partitions(self, topic: TopicLike, first_partition: int) -> None:
+        """A topic change failed (a full disk): close and remove the logs of partitions
+        `first_partition`.. of `topic` that were made for it, and their directories."""
+        for p in range(first_partition, topic.partitions):
+            plog = self.logs.pop((topic.name, p), None)
+            if plog is not None:
+                plog.close_for_delete()
+            shutil.rmtree(self.dir / partition_dir_name(topic.name, p), ignore_errors=True)
 
     def topic_created(self, topic: TopicLike) -> None:
         self.partitions_added(topic, 0)
@@ -550,6 +570,10 @@ class LogManager:
             except OSError as exc:
                 clean = False
                 log.error("closing log failed", partition=plog.name, error=str(exc))
-        self._write_checkpoints(*self._checkpoint_data())
-        if clean:
-            write_atomic(self.dir / CLEAN_SHUTDOWN_FILE, b'{"version":0}\n')
+        try:
+            self._write_checkpoints(*self._checkpoint_data())
+            if clean:
+                write_atomic(self.dir / CLEAN_SHUTDOWN_FILE, b'{"version":0}\n')
+        except OSError as exc:
+            # Without the marker the next start treats this as an unclean shutdown and recovers.
+            log.error("cannot write the checkpoints at shutdown", error=str(exc))

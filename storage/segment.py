@@ -7,6 +7,7 @@ descriptor and return slices of what was read, never decoded batches.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import time
@@ -72,8 +73,30 @@ class Segment:
         self.first_batch_timestamp: int | None = -1 if create else None
         self.bytes_since_index = 0
         if create:
-            for index in (self.index, self.time_index):
-                index.path.write_bytes(b"")
+            try:
+                for index in (self.index, self.time_index):
+                    index.path.write_bytes(b"")
+            except OSError:
+                os.close(self.fd)
+                self.fd = -1
+                raise
+
+    @classmethod
+    def create_or_undo(cls, directory: Path, base_offset: int, index_bytes: int, index_interval: int) -> Segment:
+        """A new segment; if its files cannot all be made (a full disk), those that were are
+        removed again, so that a later attempt at the same base offset can succeed."""
+        try:
+            return cls(directory, base_offset, index_bytes, index_interval, create=True)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                raise  # not ours to remove
+            name = segment_name(base_offset)
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                try:
+                    (directory / (name + suffix)).unlink()
+                except OSError:
+                    pass
+            raise
 
     def __repr__(self) -> str:
         return f"Segment({self.log_path.name}, size={self.size})"

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from broker.admin_cli import FAILED, UNREACHABLE, USAGE, groups, topics
+from broker.admin_cli import FAILED, UNREACHABLE, USAGE, groups, topics, transactions
 from broker.admin_cli.output import CommandError, emit, fail
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -29,6 +29,7 @@ def add_parsers(sub: Any) -> None:
     common = common_options()
     topics.add_parsers(sub, common)
     groups.add_parsers(sub, common)
+    transactions.add_parsers(sub, common)
 
 
 def _wants_json(argv: list[str]) -> bool:

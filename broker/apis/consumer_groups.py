@@ -14,12 +14,11 @@ from broker.coordinator.consumer.group import ConsumerGroup, Partitions
 from broker.coordinator.consumer.manager import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, HeartbeatRequest, compile_regex
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
+from protocol import kip848_codec
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.kip848 import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 
-_HbAssignment = ConsumerGroupHeartbeatResponse.Assignment
-_HbTopic = _HbAssignment.TopicPartitions
 _Described = ConsumerGroupDescribeResponse.DescribedGroup
 _Member = _Described.Member
 _Assignment = _Member.Assignment
@@ -31,21 +30,35 @@ GROUP_OPERATIONS_BITS = (1 << 3) | (1 << 6) | (1 << 8)
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
-def _hb_response(version: int, code: ErrorCode, message: str | None = None, **fields: Any) -> Any:
-    return ConsumerGroupHeartbeatResponse(
-        version=version,
-        throttle_time_ms=0,
-        error_code=code,
-        error_message=message,
-        member_id=fields.get("member_id"),
-        member_epoch=fields.get("member_epoch", 0),
-        heartbeat_interval_ms=fields.get("heartbeat_interval_ms", 0),
-        assignment=fields.get("assignment"),
+def _hb_response(version: int, code: ErrorCode, message: str | None = None, **fields: Any) -> bytes:
+    """The encoded response body (kip848_codec writes what the schema codec would)."""
+    assignment = fields.get("assignment")
+    return kip848_codec.encode_response(
+        int(code),
+        message,
+        fields.get("member_id"),
+        fields.get("member_epoch", 0),
+        fields.get("heartbeat_interval_ms", 0),
+        None if assignment is None else sorted(((t, sorted(ps)) for t, ps in assignment.items()), key=lambda kv: kv[0].bytes),
     )
 
 
 def _hb_error(request: Any, code: ErrorCode) -> Any:
-    return _hb_response(request.version, code, code.message)
+    return ConsumerGroupHeartbeatResponse(
+        version=request.version,
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=code.message,
+        member_id=None,
+        member_epoch=0,
+        heartbeat_interval_ms=0,
+        assignment=None,
+    )
+
+
+def _failed(ctx: RequestContext, code: ErrorCode, message: str | None) -> bytes:
+    ctx.errors = [int(code)]  # the answer's error, for the request metrics (the body is encoded here)
+    return _hb_response(ctx.api_version, code, message)
 
 
 def _blank(text: str | None) -> bool:
@@ -97,26 +110,20 @@ def validate_heartbeat(request: Any, version: int, assignor_names: list[str]) ->
     return None
 
 
-def _assignment(parts: Partitions) -> Any:
-    return _HbAssignment(
-        topic_partitions=[_HbTopic(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(parts.items(), key=lambda kv: kv[0].bytes)]
-    )
-
-
-@api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, error_response=_hb_error)
+@api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, error_response=_hb_error, decoder=kip848_codec.decode_request)
 def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     coordinator = ctx.broker.coordinator
     if not coordinator.active:
-        return _hb_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message)
+        return _failed(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message)
     names = ctx.broker.config.group_consumer_assignors.split(",")
     invalid = validate_heartbeat(request, version, names)
     if invalid is not None:
-        return _hb_response(version, invalid[0], invalid[1])
+        return _failed(ctx, invalid[0], invalid[1])
     try:
         shard = coordinator.shard_for(request.group_id)
     except CoordinatorError as exc:
-        return _hb_response(version, exc.code, exc.code.message)
+        return _failed(ctx, exc.code, exc.code.message)
     owned = None
     if request.topic_partitions is not None:
         owned = [(tp.topic_id or NO_TOPIC_ID, list(tp.partitions)) for tp in request.topic_partitions]
@@ -141,7 +148,7 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     except CoordinatorError as exc:
         code = map_append_error(exc.code)
         message = exc.args[0] if exc.args and exc.args[0] != exc.code.name and code is exc.code else code.message
-        return _hb_response(version, code, message)
+        return _failed(ctx, code, message)
     response = _hb_response(
         version,
         ErrorCode.NONE,
@@ -149,7 +156,7 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         member_id=result.member_id,
         member_epoch=result.member_epoch,
         heartbeat_interval_ms=result.heartbeat_interval_ms,
-        assignment=_assignment(result.assignment) if result.assignment is not None else None,
+        assignment=result.assignment,
     )
     if waiter is None:
         return response
@@ -158,7 +165,7 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         try:
             await waiter
         except Exception:
-            return _hb_response(version, ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR.message)
+            return _failed(ctx, ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR.message)
         return response
 
     return durable()

@@ -21,7 +21,7 @@ from kafka.protocol.admin import CreatePartitionsResponse
 from broker.context import RequestContext
 from broker.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment
 from broker.registry import api
-from broker.topics import INTERNAL_TOPICS
+from broker.topics import INTERNAL_TOPICS, TopicError
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
@@ -91,6 +91,11 @@ def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
         outcome.append(_Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None))
     if not request.validate_only:
         for wanted, current in accepted:
-            ctx.broker.topics.add_partitions(wanted.name, wanted.count)
+            try:
+                ctx.broker.topics.add_partitions(wanted.name, wanted.count)
+            except TopicError as exc:  # KAFKA_STORAGE_ERROR on a full disk
+                i = next(i for i, r in enumerate(outcome) if r.name == wanted.name)
+                outcome[i] = _Result(name=wanted.name, error_code=exc.code, error_message=exc.message)
+                continue
             ctx.log.info("partitions added", topic=wanted.name, partitions=wanted.count, previous=current)
     return CreatePartitionsResponse(version=ctx.api_version, throttle_time_ms=0, results=results + outcome)

@@ -174,7 +174,11 @@ def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         elif validate_only:
             answers.append(_success(ctx, entry, uuid.uuid4()))
         else:
-            created = ctx.broker.topics.create(entry.name, entry.partitions, entry.configs)
+            try:
+                created = ctx.broker.topics.create(entry.name, entry.partitions, entry.configs)
+            except TopicError as exc:  # e.g. KAFKA_STORAGE_ERROR on a full disk
+                answers.append(_result(entry.name, exc.code, exc.message))
+                continue
             ctx.log.info(
                 "topic created", topic=created.name, topic_id=str(created.topic_id), partitions=created.partitions, configs=created.configs
             )

@@ -84,7 +84,7 @@ def encode_response(version: int, error: int, topics: list[_Topic], read_committ
     meta = bytearray()
     for t in topics:
         if version >= _TOPIC_IDS_FROM:
-            meta += t.topic_id.bytes
+            meta += t.topic_id.bytes if t.topic_id is not None else bytes(16)  # the zero id decodes to None
         else:
             meta += string(t.name, flex)
         meta += array_len(len(t.partitions), flex)

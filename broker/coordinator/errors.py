@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from protocol.errors import ErrorCode
 
 
@@ -11,6 +13,15 @@ class CoordinatorError(Exception):
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
         super().__init__(message or code.name)
         self.code = code
+
+
+class AppendsFailed(CoordinatorError):
+    """Batched appends failed on some shards (`failed`: shard -> its error); the others were made."""
+
+    def __init__(self, failed: dict[Any, CoordinatorError]) -> None:
+        first = next(iter(failed.values()))
+        super().__init__(first.code, f"appends failed on {len(failed)} coordinator partition(s): {first}")
+        self.failed = failed
 
 
 _APPEND_ERRORS = {

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.classic import ClassicGroup
-from broker.coordinator.errors import CoordinatorError
+from broker.coordinator.errors import AppendsFailed, CoordinatorError
 from broker.coordinator.shard import CoordinatorShard, ShardState
 from broker.topics import OFFSETS_TOPIC, Topic
 from protocol.errors import ErrorCode
@@ -173,14 +173,14 @@ class GroupCoordinator:
     def flush_appends(self) -> None:
         """Append the records enqueued by batched operations (see CoordinatorShard.enqueue)."""
         dirty, self._dirty = self._dirty, {}
-        failure: CoordinatorError | None = None
+        failed: dict[CoordinatorShard, CoordinatorError] = {}
         for shard in dirty:
             try:
                 shard.flush_pending()
             except CoordinatorError as exc:
-                failure = exc
-        if failure is not None:
-            raise failure
+                failed[shard] = exc
+        if failed:
+            raise AppendsFailed(failed)
 
     @property
     def batches_commits(self) -> bool:

@@ -134,10 +134,7 @@ class CoordinatorShard:
 
     def _append_batch(self, batch: bytearray, check_producer: bool = True) -> Any:
         try:
-            faults = self.service.broker.faults
-            if faults.append_rules:
-                faults.check_append(self.service.topic_name, self.partition)
-            return self.log_.append(batch, check_producer=check_producer)
+            return self.log_.append(batch, check_producer=check_producer)  # an armed append fault (broker/faults.py) fails it here
         except (OSError, LogError) as exc:
             # A failed disk (KAFKA_STORAGE_ERROR) is answered NOT_COORDINATOR (GE-3).
             log.error("cannot append to __consumer_offsets", partition=self.partition, error=str(exc))
@@ -252,11 +249,16 @@ class CoordinatorShard:
         """TX-2 and TX-4: (topic, partition, offset, leader epoch, metadata) written as pending
         offsets of `producer_id` in one transactional batch; one error per commit, in order."""
         group = self.groups.get(group_id)
-        if group is None:
-            if generation >= 0:
-                raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
-            group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
-        error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=True)
+        consumer_group = self.consumer_groups.get(group_id) if group is None else None
+        if consumer_group is not None:
+            # KO-1 for a KIP-848 group (a transactional commit needs no OffsetCommit v9).
+            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, 9, transactional=True)
+        else:
+            if group is None:
+                if generation >= 0:
+                    raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
+                group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
+            error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=True)
         if error is not ErrorCode.NONE:
             raise CoordinatorError(error)
         now = self.now_ms()

@@ -9,6 +9,8 @@ Names follow Prometheus conventions; where Kafka has an equivalent it is named a
   kaflet_connections_refused_total{reason}: connections refused by max.connections or
   max.connections.per.ip; kaflet_queued_request_bytes: the queued.max.request.bytes pool in use
   (counted only while that limit is set), Kafka's MemoryPoolAvailable seen from the other side;
+- kaflet_chaos_operations_total{op}, kaflet_chaos_injected_total{kind}: chaos operations done
+  and requests answered by an injected fault (no Kafka equivalent);
 - kaflet_groups{protocol}, kaflet_classic_groups{state}, kaflet_consumer_groups{state}:
   group-coordinator-metrics group-count, classic-group-count and consumer-group-count;
 - kaflet_consumer_group_heartbeats_total, kaflet_consumer_group_rebalances_total (group epoch
@@ -25,7 +27,12 @@ Names follow Prometheus conventions; where Kafka has an equivalent it is named a
 - kaflet_log_append_duration_seconds, kaflet_log_fsync_duration_seconds: LogFlushStats and the
   append part of the produce path;
 - kaflet_coordinator_partition_load_seconds{partition}, kaflet_coordinator_load_seconds,
-  kaflet_coordinator_partitions{state}: partition-load-time and num-partitions{state}.
+  kaflet_coordinator_partitions{state}: partition-load-time and num-partitions{state};
+- kaflet_transactions_open (Ongoing now), kaflet_transactions_committed_total,
+  kaflet_transactions_aborted_total (timed-out and fenced ones included),
+  kaflet_transactions_timed_out_total, kaflet_transactional_ids_expired_total,
+  kaflet_transactional_ids: the transaction coordinator (Kafka's TransactionMetrics has only
+  partition-load times; these follow Redpanda's tx counters).
 """
 
 from __future__ import annotations
@@ -84,10 +91,27 @@ class KafletCollector(Collector):
         )
         pool.add_metric([], broker.limits.pool_used)
         yield pool
+        yield from self._chaos()
         yield from self._groups()
         yield from self._member_lag()
         yield from self._logs()
         yield from self._coordinator_load()
+        yield from self._transactions()
+
+    def _chaos(self) -> Iterator[Any]:
+        faults = self.service.broker.faults
+        ops = CounterMetricFamily(
+            "kaflet_chaos_operations", "Chaos operations done on this broker (broker/cluster/chaos.py).", labels=["op"]
+        )
+        for op, n in sorted(faults.operations.items()):
+            ops.add_metric([op], n)
+        yield ops
+        injected = CounterMetricFamily(
+            "kaflet_chaos_injected", "Requests answered by an injected fault, by kind (error, delay, close, error_stack).", labels=["kind"]
+        )
+        for kind, n in sorted(faults.injected.items()):
+            injected.add_metric([kind], n)
+        yield injected
 
     def _info(self) -> Iterator[Any]:
         from broker.metrics.service import version
@@ -248,3 +272,23 @@ class KafletCollector(Collector):
         )
         total.add_metric([], (coordinator.load_ms / 1000) if coordinator is not None else 0.0)
         yield total
+
+    def _transactions(self) -> Iterator[Any]:
+        txn = self.service.broker.txn
+        shards = txn.active_shards() if txn is not None else []
+        open_now = GaugeMetricFamily("kaflet_transactions_open", "Transactions in progress (transactional ids in state Ongoing).")
+        open_now.add_metric([], txn.open_transactions() if txn is not None else 0)
+        yield open_now
+        ids = GaugeMetricFamily("kaflet_transactional_ids", "Transactional ids the transaction coordinator holds.")
+        ids.add_metric([], sum(len(s.txns) for s in shards))
+        yield ids
+        stats = txn.stats if txn is not None else None
+        for name, attr, text in (
+            ("kaflet_transactions_committed", "committed", "Transactions committed (markers written, CompleteCommit)."),
+            ("kaflet_transactions_aborted", "aborted", "Transactions aborted, by their producer, by fencing or on timeout."),
+            ("kaflet_transactions_timed_out", "timed_out", "Transactions aborted because they outlived transaction.timeout.ms."),
+            ("kaflet_transactional_ids_expired", "expired_ids", "Idle transactional ids removed (transactional.id.expiration.ms)."),
+        ):
+            counter = CounterMetricFamily(name, text)
+            counter.add_metric([], getattr(stats, attr) if stats is not None else 0)
+            yield counter

@@ -122,10 +122,14 @@ class MetricsService:
         if coordinator is not None:
             for shard in coordinator.shards:
                 shards[shard.state.value] = shards.get(shard.state.value, 0) + 1
-        listening = broker.accepting
+        listening = broker.accepting and broker.faults.down is None
         loaded = coordinator is not None and coordinator.all_loaded
-        ready = listening and loaded
-        return ready, {"ready": ready, "listening": listening, "coordinator_loaded": loaded, "shards": shards}
+        txn = broker.txn
+        txn_loaded = txn is not None and txn.all_loaded  # the transaction coordinator's shards too
+        ready = listening and loaded and txn_loaded
+        detail = {"ready": ready, "listening": listening, "coordinator_loaded": loaded, "shards": shards}
+        detail["transaction_coordinator_loaded"] = txn_loaded
+        return ready, detail
 
     def metrics(self) -> Response:
         if self.broker.coordinator is None:

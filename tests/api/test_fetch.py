@@ -181,3 +181,12 @@ def test_fetch_response_encoding_matches_the_schema_codec() -> None:
         p0, p1 = t.partitions
         assert (p0.partition_index, p0.high_watermark, bytes(p0.records)) == (0, 5, batch)
         assert (p1.partition_index, p1.error_code, p1.high_watermark) == (1, 3, -1)
+
+
+async def test_a_zero_topic_id_is_answered_unknown_topic_id(broker: Broker, raw: Callable[..., Any]) -> None:
+    """Found by the fuzzer (issue 11): the all-zero id decodes to None and its answer echoes the zero id."""
+    client = await raw()
+    resp = await client.request(d.fetch([(uuid.UUID(int=0), 0, 0)], version=13))
+    [topic] = resp.responses
+    assert topic.topic_id is None  # the zero UUID, as kafka-python decodes it
+    assert [p.error_code for p in topic.partitions] == [ErrorCode.UNKNOWN_TOPIC_ID]

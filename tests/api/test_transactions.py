@@ -359,3 +359,56 @@ async def test_idle_transactional_ids_expire(make_config: Callable[..., Config])
         assert plog is not None
         tombstones = [rec.key for b, pos, h in plog.iter_batches() for rec in r.iter_all_records(b, pos, h) if rec.value is None]
         assert tombstones == [trec.key("tx-idle")]
+
+
+# -- prepared transactions, failed markers, the pinned partition count -------------------------------
+
+
+async def test_a_transaction_prepared_before_a_restart_completes_at_load(make_config: Callable[..., Config]) -> None:
+    config = make_config()
+    async with serving(config) as served:
+        broker = served.broker
+        broker.topics.create("t", 1)
+        client = await served.connect()
+        p = await producer(broker, client, "tx-prep")
+        await p.add({"t": [0]})
+        await p.produce("t", 0, 2, value=b"prepared")
+        assert broker.txn is not None
+        shard = broker.txn.shard_for("tx-prep")
+        meta = shard.txns["tx-prep"]
+        # What a crash between the PrepareCommit record and the markers leaves in the log.
+        meta.state = TxnState.PREPARE_COMMIT
+        shard.write(meta)
+    async with serving(config) as served:
+        broker = served.broker
+        client = await served.connect()
+        await ready(broker)
+        assert broker.txn is not None
+        assert broker.txn.shard_for("tx-prep").txns["tx-prep"].state is TxnState.COMPLETE_COMMIT
+        part = await fetch_part(client, "t", 0, isolation=1)
+        assert committed_values(part) == [b"prepared", b"prepared"] and part.last_stable_offset == 3
+
+
+async def test_markers_that_cannot_be_written_are_retried(broker: Broker, raw: Callable[..., Any]) -> None:
+    broker.topics.create("t", 1)
+    client: RawClient = await raw()
+    p = await producer(broker, client, "tx-retry")
+    await p.add({"t": [0]})
+    await p.produce("t", 0)
+    broker.faults.fail_appends("t", partition=0, count=2)  # a broken disk, for two attempts
+    assert await p.end(commit=True) == 0  # answered once the Prepare record is written
+    assert broker.txn is not None
+    meta = broker.txn.shard_for("tx-retry").txns["tx-retry"]
+    assert meta.state is TxnState.PREPARE_COMMIT
+    assert (await p.add({"t": [0]})) == {("t", 0): E.CONCURRENT_TRANSACTIONS}
+    await async_wait_until(lambda: meta.state is TxnState.COMPLETE_COMMIT, timeout=10, message="markers retried")
+    part = await fetch_part(client, "t", 0, isolation=1)
+    assert committed_values(part) == [b"v"] and part.last_stable_offset == 2
+
+
+async def test_the_transaction_state_partition_count_is_fixed(make_config: Callable[..., Config]) -> None:
+    async with serving(make_config(transaction_state_partitions=3)):
+        pass
+    with pytest.raises(RuntimeError, match="--transaction-state-partitions"):
+        async with serving(make_config(transaction_state_partitions=4)):
+            pass

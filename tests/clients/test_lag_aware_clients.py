@@ -23,6 +23,7 @@ from broker.embed import BrokerProcess
 from tests.clients.test_consumer_protocol_clients import CONSUMER, never_owned_twice
 from tests.clients.test_group_scenarios import create_topic, everything
 from tests.support.agents import Agent, Agents, wait_group
+from tests.support.metrics import scrape
 from tests.support.waiting import wait_until
 
 TOPIC, GROUP, PARTITIONS = "lagged", "g-lag-aware", 6
@@ -121,7 +122,9 @@ def test_a_requested_rebalance_moves_the_consumers_to_the_new_balance_and_every_
     """New uneven produce changes no assignment by itself; a requested rebalance (GroupCoordinator.request_rebalance,
     what `kaflet groups rebalance` asks for) bumps the group epoch, and the consumers move to the balance of the lags
     now, at-least-once processing throughout."""
-    bt = broker_thread(group_consumer_assignors="uniform,range,lag-aware", group_consumer_session_timeout_ms=10_000)
+    bt = broker_thread(
+        group_consumer_assignors="uniform,range,lag-aware", group_consumer_session_timeout_ms=10_000, metrics=True, metrics_port=0
+    )
     admin = create_topic(bt.bootstrap, TOPIC, PARTITIONS)
     first = [300, 20, 150, 10, 90, 60]
     produce(bt.bootstrap, first, 1)
@@ -138,17 +141,25 @@ def test_a_requested_rebalance_moves_the_consumers_to_the_new_balance_and_every_
     wait_until(lambda: epochs()[0] == 3 and epochs()[1] == epochs()[2], timeout=60, message="three members and their target")
     for m in members:
         m.send("resume")
-    assert wait_group(admin, GROUP, members, everything(TOPIC, PARTITIONS)) == expected(members, first)
+    before = wait_group(admin, GROUP, members, everything(TOPIC, PARTITIONS))
+    assert before == expected(members, first)
     wait_until(lambda: committed_to(members, first), timeout=60, message="first batch committed")
 
+    marks = {m.name: m.mark for m in members}
     for m in members:
         m.send("stall")
     for m in members:
-        m.wait_event("stalled")
+        m.wait_event("stalled", since=marks[m.name])
     second = [5, 400, 0, 250, 30, 120]
     produce(bt.bootstrap, second, 2)
     _, epoch, _ = epochs()
     assert epochs()[1:] == (epoch, epoch)  # no rebalance on lag drift
+    # Each member's assigned lag now: the second batch on the partitions it still holds, in describe and the metric.
+    held = {a.member_id: sum(second[p] for _t, p in before[a.name]) for a in members}
+    described = kaflet(bt.bootstrap, "groups", "describe", GROUP)
+    assert {m["member_id"]: m["assigned_lag"] for m in described["groups"][0]["members"]} == held
+    series = scrape(bt.metrics_address).series("kaflet_consumergroup_member_assigned_lag", group=GROUP)
+    assert {dict(labels)["member"]: value for labels, value in series.items()} == held
     bt.run(lambda broker: broker.coordinator.request_rebalance(GROUP))
     wait_until(lambda: epochs()[1:] == (epoch + 1, epoch + 1), timeout=30, message="the target for the new group epoch")
     for m in members:

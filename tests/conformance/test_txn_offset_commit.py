@@ -15,6 +15,7 @@ from tests.support.coordinator import (
     create_topic,
     fetch_group,
     form_group,
+    groups_on_partition,
     ready_client,
     serving,
 )
@@ -169,3 +170,37 @@ async def test_RL_2_markers_written_live_replay_the_same_at_load(make_config: Ca
         assert after == before == {"rl2-c": {("t", 0): 3}, "rl2-a": {}, "rl2-open": {}}
         stable = await fetch_group(client, "rl2-open", {"t": [1]}, version=8, require_stable=True)
         assert stable.rows == {("t", 1): (-1, -1, "", UNSTABLE_OFFSET_COMMIT)}
+
+
+# -- compaction (RC-2 with transactions) ---------------------------------------------------------
+
+
+async def test_compaction_never_lets_an_aborted_offset_hide_the_committed_one(make_config: Callable[..., Any]) -> None:
+    config = make_config(offsets_topic_segment_bytes=1024)
+    async with serving(config) as served:
+        broker = served.broker
+        create_topic(broker, "t", 1)
+        client = await served.ready()
+        assert await g.commit(client, "cmp", {("t", 0): 5}) == {("t", 0): NONE}
+        p = await _producer(broker, client, "cmp-tx", "cmp")
+        assert await p.commit_offsets("cmp", {("t", 0): 99}) == {("t", 0): NONE}
+        assert await p.end(commit=False) == NONE
+        partition = broker.coordinator.partition_for("cmp")  # type: ignore[union-attr]
+        fillers = groups_on_partition(partition, 5, 40, "filler")
+        for i, group in enumerate(fillers[:20]):  # roll segments past the aborted transaction (1 KiB each)
+            assert await g.commit(client, group, {("t", 0): i}) == {("t", 0): NONE}
+        assert await p.add_offsets("cmp") == NONE
+        assert await p.commit_offsets("cmp", {("t", 0): 77}) == {("t", 0): NONE}  # still open: never cleaned
+        for i, group in enumerate(fillers[20:]):
+            assert await g.commit(client, group, {("t", 0): i}) == {("t", 0): NONE}
+        plog = broker.logs.get("__consumer_offsets", partition)
+        assert plog is not None and len(plog.segments) > 2
+        before = plog.size_bytes
+        await broker.logs.run_compaction(force=True)
+        assert plog.size_bytes < before  # the aborted record is gone
+        assert await committed(client, "cmp") == {("t", 0): 5}
+    async with serving(config) as served:
+        client = await served.ready()
+        assert await committed(client, "cmp") == {("t", 0): 5}
+        stable = await fetch_group(client, "cmp", {"t": [0]}, version=8, require_stable=True)
+        assert stable.rows == {("t", 0): (-1, -1, "", UNSTABLE_OFFSET_COMMIT)}

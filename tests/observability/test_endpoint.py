@@ -42,7 +42,13 @@ async def test_healthz_readyz_and_unknown_paths(make_config: Callable[..., Any])
         assert (status, json.loads(body)) == (200, {"status": "ok"})
         status, headers, body = await aget(address, "/readyz")
         assert status == 200 and headers["content-type"] == "application/json"
-        assert json.loads(body) == {"ready": True, "listening": True, "coordinator_loaded": True, "shards": {"active": 5}}
+        assert json.loads(body) == {
+            "ready": True,
+            "listening": True,
+            "coordinator_loaded": True,
+            "shards": {"active": 5},
+            "transaction_coordinator_loaded": True,
+        }
         status, headers, body = await aget(address, "/metrics")
         assert status == 200 and headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
         assert int(headers["content-length"]) == len(body)
@@ -111,4 +117,18 @@ def test_ready_line_names_the_metrics_address(broker_proc: Callable[..., BrokerP
     assert bp.metrics is not None and bp.metrics.startswith("127.0.0.1:")
     address = bp.metrics
     # The ready line comes once the listener accepts; the shards may finish loading just after.
-    wait_until(lambda: ready(address) == (200, {"ready": True, "listening": True, "coordinator_loaded": True, "shards": {"active": 5}}))
+    wait_until(
+        lambda: (
+            ready(address)
+            == (
+                200,
+                {
+                    "ready": True,
+                    "listening": True,
+                    "coordinator_loaded": True,
+                    "shards": {"active": 5},
+                    "transaction_coordinator_loaded": True,
+                },
+            )
+        )
+    )

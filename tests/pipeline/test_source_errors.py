@@ -107,7 +107,7 @@ def test_an_unreachable_broker_fails_read_and_write_with_its_address(spark: Any)
     dead = _dead_address()
 
     def reader() -> Any:
-        return spark.read.format("kaflet").option("kafka.bootstrap.servers", dead).option("kafka.default.api.timeout.ms", "1500")
+        return spark.read.format("kaflet").option("kafka.bootstrap.servers", dead).option("kafka.default.api.timeout.ms", "1000")
 
     with pytest.raises(Exception, match=rf"cannot reach Kafka at kafka.bootstrap.servers={dead}"):
         reader().option("subscribe", "t").load().collect()
@@ -115,6 +115,15 @@ def test_an_unreachable_broker_fails_read_and_write_with_its_address(spark: Any)
         reader().option("assign", json.dumps({"t": [0]})).load().collect()
     df = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(Exception, match=rf"cannot reach Kafka at kafka.bootstrap.servers={dead}"):
-        df.write.format("kaflet").option("kafka.bootstrap.servers", dead).option("kafka.default.api.timeout.ms", "1500").option(
+        df.write.format("kaflet").option("kafka.bootstrap.servers", dead).option("kafka.default.api.timeout.ms", "1000").option(
             "topic", "t"
         ).mode("append").save()
+
+
+def test_group_id_prefix_and_kafka_group_id_name_the_executors_group() -> None:
+    from pipeline.source.datasource import executor_group
+
+    assert executor_group(parse_read({**BOOT, "subscribe": "t"}, False)).startswith("spark-kafka-source-")  # the connector's prefix
+    assert executor_group(parse_read({**BOOT, "subscribe": "t", "groupIdPrefix": "etl"}, False)).startswith("etl-")
+    opts = parse_read({**BOOT, "subscribe": "t", "groupIdPrefix": "etl", "kafka.group.id": "fixed"}, False)
+    assert executor_group(opts) == "fixed" and "group.id" not in opts.kafka

@@ -29,11 +29,11 @@ def test_a_stopped_and_restarted_query_delivers_each_record_exactly_once(spark: 
     out, ck = tmp_path / "out", tmp_path / "ck"
 
     def start(trigger: dict[str, Any]) -> Any:
-        df = _stream(spark, kaflet.bootstrap, subscribe=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="30")
+        df = _stream(spark, kaflet.bootstrap, subscribe=topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="60")
         writer = df.select("partition", "offset", "value").writeStream.format("parquet").option("path", str(out))
         return writer.option("checkpointLocation", str(ck)).trigger(**trigger).start()
 
-    # Run, and stop in the middle of the backlog (30 records a batch, 200 waiting).
+    # Run, and stop in the middle of the backlog (60 records a batch, 200 waiting).
     query = start({"processingTime": "200 milliseconds"})
     wait_until(lambda: query.lastProgress is not None and query.lastProgress["batchId"] >= 1, timeout=120, message="two batches")
     query.stop()
@@ -52,20 +52,7 @@ def test_a_stopped_and_restarted_query_delivers_each_record_exactly_once(spark: 
     assert set(first_run) <= set(rows)
     # maxOffsetsPerTrigger held in every batch of the second run, shared by the two partitions.
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-    assert sizes and max(sizes) <= 30 and sum(sizes) == 300 - len(first_run)
-
-
-def test_starting_offsets_latest_reads_only_what_comes_after_the_start(spark: Any, kaflet: Any, topic_name: str) -> None:
-    create_topic(kaflet.bootstrap, topic_name, 1)
-    _fill(kaflet.bootstrap, topic_name, 1, 0, 5)
-    query = _stream(spark, kaflet.bootstrap, subscribe=topic_name).writeStream.format("memory").queryName("latest_only").start()
-    try:
-        wait_until(lambda: query.lastProgress is not None, timeout=60, message="the first (empty) batch")
-        _fill(kaflet.bootstrap, topic_name, 1, 5, 3)
-        wait_until(lambda: spark.sql("select count(*) c from latest_only").first().c >= 3, timeout=60, message="the new records")
-        assert sorted(int(r.value) for r in spark.sql("select value from latest_only").collect()) == [5, 6, 7]
-    finally:
-        query.stop()
+    assert sizes and max(sizes) <= 60 and sum(sizes) == 300 - len(first_run)
 
 
 def test_commit_offsets_to_group_shows_progress_as_group_offsets(spark: Any, kaflet: Any, topic_name: str, tmp_path: Path) -> None:
@@ -86,18 +73,51 @@ def test_commit_offsets_to_group_shows_progress_as_group_offsets(spark: Any, kaf
     assert sorted((tp.partition, tp.offset) for tp in committed) == [(0, 11), (1, 10), (2, 10)]
 
 
-def test_a_pattern_subscription_picks_up_a_new_topic_from_its_beginning(spark: Any, kaflet: Any, topic_name: str, tmp_path: Path) -> None:
+def test_latest_start_and_a_pattern_that_picks_up_a_new_topic_from_its_beginning(spark: Any, kaflet: Any, topic_name: str) -> None:
     first, later = f"{topic_name}-1", f"{topic_name}-2"
     create_topic(kaflet.bootstrap, first, 1)
-    _fill(kaflet.bootstrap, first, 1, 0, 2)
-    df = _stream(spark, kaflet.bootstrap, subscribePattern=f"{topic_name}-[0-9]", startingOffsets="earliest")
+    _fill(kaflet.bootstrap, first, 1, 0, 2)  # before the start: not read (startingOffsets defaults to latest)
+    df = _stream(spark, kaflet.bootstrap, subscribePattern=f"{topic_name}-[0-9]")
     query = df.writeStream.format("memory").queryName("pattern_new_topic").start()
     try:
-        wait_until(lambda: spark.sql("select count(*) c from pattern_new_topic").first().c >= 2, timeout=60, message="the first topic")
+        wait_until(lambda: query.lastProgress is not None, timeout=60, message="the first (empty) batch")
+        _fill(kaflet.bootstrap, first, 1, 2, 1)
         create_topic(kaflet.bootstrap, later, 1)
-        _fill(kaflet.bootstrap, later, 1, 2, 3)
-        wait_until(lambda: spark.sql("select count(*) c from pattern_new_topic").first().c >= 5, timeout=60, message="the new topic")
-        rows = spark.sql("select topic, offset from pattern_new_topic").collect()
-        assert sorted((r.topic, r.offset) for r in rows) == [(first, 0), (first, 1), (later, 0), (later, 1), (later, 2)]
+        _fill(kaflet.bootstrap, later, 1, 3, 3)  # a topic new since the start: read from offset 0
+        wait_until(lambda: spark.sql("select count(*) c from pattern_new_topic").first().c >= 4, timeout=60, message="the new records")
+        rows = spark.sql("select topic, offset, value from pattern_new_topic").collect()
+        assert sorted((r.topic, r.offset, int(r.value)) for r in rows) == [(first, 2, 2), (later, 0, 3), (later, 1, 4), (later, 2, 5)]
     finally:
         query.stop()
+
+
+def test_fail_on_data_loss_when_a_restarted_stream_finds_its_offsets_deleted(
+    spark: Any, kaflet: Any, topic_name: str, tmp_path: Path
+) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(kaflet.bootstrap, topic_name, 1)
+    _fill(kaflet.bootstrap, topic_name, 1, 0, 3)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+
+    def run(**options: str) -> Any:
+        df = _stream(spark, kaflet.bootstrap, subscribe=topic_name, startingOffsets="earliest", **options)
+        writer = df.select("partition", "offset", "value").writeStream.format("parquet").option("path", str(out))
+        query = writer.option("checkpointLocation", str(ck)).trigger(availableNow=True).start()
+        try:
+            query.awaitTermination(120)
+        except Exception as e:
+            return e
+        return query.exception()
+
+    assert run() is None
+    assert [o for _, o, _ in _sink(spark, out)] == [0, 1, 2]
+    _fill(kaflet.bootstrap, topic_name, 1, 3, 5)  # offsets 3..7; then 3..5 are deleted before the stream reads them
+    admin = AdminClient({"bootstrap.servers": kaflet.bootstrap})
+    admin.delete_records([TopicPartition(topic_name, 0, 6)])[TopicPartition(topic_name, 0, 6)].result(timeout=10)
+
+    error = run()
+    assert error is not None and "cannot fetch offsets [3, 6)" in str(error) and "failOnDataLoss" in str(error)
+    assert run(failOnDataLoss="false") is None  # the same checkpoint, going on from what is there
+    assert [o for _, o, _ in _sink(spark, out)] == [0, 1, 2, 6, 7]

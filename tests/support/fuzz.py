@@ -364,8 +364,21 @@ def main(argv: list[str] | None = None) -> int:
         f"RSS {stats.rss_kb[0] // 1024} -> max {max(stats.rss_kb) // 1024} -> {stats.rss_kb[-1] // 1024} MiB"
     )
     for line in bad[:20]:
-        print("BAD:", line[:2000], file=sys.stderr)
+        print("BAD:", describe(line), file=sys.stderr)
     return 1 if bad else 0
+
+
+def describe(line: str) -> str:
+    """One bad line, short: its event, API and the innermost frames of its exception."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line[:500]
+    text = f"{record.get('event')} {record.get('api', '')} v{record.get('api_version', '')}"
+    for exc in record.get("exception") or []:
+        frames = " <- ".join(f"{f['filename'].rsplit('/', 2)[-1]}:{f['lineno']} {f['name']}" for f in reversed(exc.get("frames", [])[-3:]))
+        text += f": {exc.get('exc_type')}: {exc.get('exc_value')} at {frames}"
+    return text
 
 
 if __name__ == "__main__":

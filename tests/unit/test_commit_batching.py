@@ -1,12 +1,16 @@
 """Offset commits read in one burst are appended as one batch before any of them is answered;
-a failed append answers none of them and reloads the shard, reverting what was applied."""
+a failed append answers them with the mapped error (GE-3: a storage error is NOT_COORDINATOR,
+bug 6 of issue 11) and reloads the shard, reverting what was applied."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafka.protocol.consumer import OffsetCommitResponse
+
 from broker import Broker
 from protocol import records as rec
+from protocol.errors import ErrorCode
 from tests.support import groups as g
 from tests.support.waiting import async_wait_until
 
@@ -34,16 +38,24 @@ async def test_pipelined_commits_share_one_batch(raw: Any, broker: Broker) -> No
     assert await g.fetched_offsets(client, "burst", {"t": [0]}) == {("t", 0): 9}
 
 
-async def test_failed_batched_append_answers_nothing_and_reverts(raw: Any, broker: Broker) -> None:
+async def test_failed_batched_append_answers_not_coordinator_and_reverts(raw: Any, broker: Broker) -> None:
     broker.topics.create("t", 1)
     client = await raw()
     assert await g.commit(client, "revert", {("t", 0): 5}) == {("t", 0): 0}
     shard = broker.coordinator.shard_for("revert")
+    other = next(grp for grp in (f"other-{i}" for i in range(100)) if broker.coordinator.shard_for(grp) is not shard)
     broker.faults.fail_appends(shard.service.topic_name, shard.partition, count=1)
     failing = await raw()
-    pending = failing.send(g.commit_request("revert", {("t", 0): 9}))
-    assert await failing.wait_closed_by_peer(), "an unappended commit must not be acknowledged"
-    assert pending.done() and pending.exception() is not None
+    frames = b""
+    for i, (group, offset) in enumerate((("revert", 9), (other, 3))):
+        request = g.commit_request(group, {("t", 0): offset})
+        request.with_header(correlation_id=200 + i, client_id="burst")
+        frames += bytes(request.encode(header=True, framed=True))
+    await failing.send_raw(frames)  # one burst: one commit per shard, one shard's append fails
+    answers = [OffsetCommitResponse.decode(await failing.read_frame(), version=8, header=True) for _ in range(2)]
+    codes = [a.topics[0].partitions[0].error_code for a in answers]
+    assert codes == [ErrorCode.NOT_COORDINATOR, 0], "the failed commit gets GE-3's error, the other its success"
+    assert await g.commit(failing, other, {("t", 0): 4}) == {("t", 0): 0}  # the connection goes on
 
     async def reloaded() -> bool:
         try:

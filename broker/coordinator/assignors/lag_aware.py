@@ -2,7 +2,8 @@
 
 The proposal's algorithm, per topic (topics in name order), within one group:
 
-1. The coordinator's `lag(topic, partition)` closure gives each partition's lag (log end offset minus the
+1. The coordinator's `lag(topic, partition)` closure (or its `topic_lags(topic, n)`, when it has one) gives each
+   partition's lag (log end offset minus the
    group's committed offset; for an uncommitted partition per `lag.aware.uncommitted`). Without a closure every
    lag is 0 and the assignor balances counts only.
 2. The topic's partitions are sorted by decreasing lag, ties by partition number.
@@ -39,6 +40,8 @@ class LagAwareAssignor(Assignor):
             return {}
         subs = topic_subscribers(spec, order)
         lag = spec.lag
+        # The coordinator's closure also answers a whole topic at once (broker/coordinator/consumer/lag.py).
+        bulk = getattr(lag, "topic_lags", None)
         totals = [0] * len(order)  # member index -> total assigned lag
         put = totals.__setitem__
         owned: list[dict] = [{} for _ in order]  # topic -> partitions (a list until the topic is done)
@@ -50,7 +53,7 @@ class LagAwareAssignor(Assignor):
                 lags = [0] * n
             else:
                 try:
-                    lags = list(map(lag, repeat(topic, n), range(n)))
+                    lags = bulk(topic, n) if bulk is not None else list(map(lag, repeat(topic, n), range(n)))
                 except Exception as e:
                     raise AssignorError(f"lag of {topic} unavailable: {e!r}") from e
             lags_by_topic[topic] = lags

@@ -12,10 +12,9 @@ high watermark Kafka's lag tools use.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
-
-from storage.offsets_records import committed_offset
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -45,6 +44,7 @@ GROUP_CONFIG_DEFS: dict[str, dict[str, Any]] = {
 }
 
 Lag = Callable[[str, int], int]
+_OFFSET = struct.Struct(">q")  # OffsetCommitValue: int16 version, then int64 offset
 
 
 class _Logs(Protocol):
@@ -55,23 +55,27 @@ def lag_function(logs: _Logs, group_offsets: Mapping[str, Mapping[int, bytes]] |
     """The closure handed to assignors: lag of (topic, partition) for one group, read when called.
 
     `group_offsets` is the shard's topic -> partition -> raw OffsetCommitValue map of the group (None: no commit).
-    Called once per partition of every subscribed topic at each target computation, so it stays lean: the offset
-    is read straight from the record bytes and the topic's map is looked up once per run of calls on that topic.
+    Called once per partition of every subscribed topic at each target computation, so it stays lean: the log is
+    looked up in the LogManager's own dict, and the offset read straight from the record bytes (every
+    OffsetCommitValue version puts it right after the version).
+
+    The closure also carries `topic_lags(topic, n)`: the lags of partitions 0..n-1 in one call, which an assignor
+    that wants every partition's lag (lag-aware) may use instead of n calls.
     """
     offsets = group_offsets or {}
     earliest = uncommitted != LATEST
-    last: list[Any] = [None, None]  # (topic, its partition -> bytes map)
+    table = getattr(logs, "logs", None)
+    find: Callable[[tuple[str, int]], Any] = table.get if isinstance(table, dict) else (lambda key: logs.get(*key))
+    unpack = _OFFSET.unpack_from
+    no_commits: Mapping[int, bytes] = {}
 
     def lag(topic: str, partition: int) -> int:
-        plog = logs.get(topic, partition)
+        plog = find((topic, partition))
         if plog is None:
             return 0
-        if last[0] != topic:
-            last[0], last[1] = topic, offsets.get(topic)
-        by_partition = last[1]
-        raw = by_partition.get(partition) if by_partition is not None else None
+        raw = offsets.get(topic, no_commits).get(partition)
         if raw is not None:
-            committed = committed_offset(raw)
+            committed = unpack(raw, 2)[0]
             if committed >= 0:
                 end: int = plog.next_offset
                 return end - committed if end > committed else 0
@@ -80,6 +84,26 @@ def lag_function(logs: _Logs, group_offsets: Mapping[str, Mapping[int, bytes]] |
         span: int = plog.next_offset - plog.log_start_offset
         return span if span > 0 else 0
 
+    def topic_lags(topic: str, n: int) -> list[int]:
+        by_partition = offsets.get(topic, no_commits)
+        out = [0] * n
+        for partition in range(n):
+            plog = find((topic, partition))
+            if plog is None:
+                continue
+            raw = by_partition.get(partition)
+            if raw is not None:
+                committed = unpack(raw, 2)[0]
+                if committed >= 0:
+                    end = plog.next_offset - committed
+                    out[partition] = end if end > 0 else 0
+                    continue
+            if earliest:
+                span = plog.next_offset - plog.log_start_offset
+                out[partition] = span if span > 0 else 0
+        return out
+
+    lag.topic_lags = topic_lags  # type: ignore[attr-defined]
     return lag
 
 

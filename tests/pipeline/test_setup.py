@@ -1,0 +1,34 @@
+"""What a fresh machine needs for the pipeline: the extra, the package, and a Java runtime from make test."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_pipeline_extra_and_package_are_declared() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extra = " ".join(project["project"]["optional-dependencies"]["pipeline"])
+    for dep in ("pyspark>=4", "pyarrow", "confluent-kafka", "matplotlib"):
+        assert dep in extra
+    assert "pipeline*" in project["tool"]["setuptools"]["packages"]["find"]["include"]
+
+
+def test_make_test_installs_a_java_runtime_only_when_none_is_there() -> None:
+    recipe = subprocess.run(["make", "-n", "java"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "java -version" in recipe
+    assert "--no-install-recommends openjdk-17-jre-headless" in recipe
+    test_deps = subprocess.run(["make", "-n", "-p", "test"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert any(line.startswith("test:") and "java" in line.split() for line in test_deps.splitlines())
+    installed = subprocess.run(["make", "-n", "-B", ".venv/.installed-test"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "pipeline]" in installed
+
+
+def test_import_pipeline_needs_no_spark() -> None:
+    code = "import sys, pipeline; assert 'pyspark' not in sys.modules; print(pipeline.FORMAT)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "kaflet", done.stderr
