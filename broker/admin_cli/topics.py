@@ -175,4 +175,7 @@ def alter_topic_config(args: argparse.Namespace, admin: Any) -> Result:
         code, message = int(failed.group(1)), failed.group(2) or _error_name(int(failed.group(1)))
         return Result({"topic": args.topic, "altered": False, "error": _error_name(code), "message": message}, "", FAILED, [message])
     verb = "Validated" if args.validate_only else "Altered"
-    return Result({"topic": args.topic, "altered": not args.validate_only, "error": None, "changes": changes}, f"{verb} configs of topic {args.topic}.")
+    return Result(
+        {"topic": args.topic, "altered": not args.validate_only, "error": None, "changes": changes},
+        f"{verb} configs of topic {args.topic}.",
+    )
