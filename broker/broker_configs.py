@@ -5,9 +5,9 @@ offsets.topic.num.partitions, log.retention.ms, ...). A value set by the operato
 KAFLET_* variable, i.e. different from kaflet's default) is a STATIC_BROKER_CONFIG, as a
 line in Kafka's server.properties would be; anything else is DEFAULT_CONFIG.
 
-Decision: every broker config is reported read-only. Kafka marks its dynamically
-updatable configs writable, but kaflet has no dynamic broker configs, so a client that
-trusted read_only=false would only get errors.
+The configs kaflet can change at run time (broker/dynamic/broker_configs.py: the log defaults
+and the connection limits) are reported writable (read_only=false), with their dynamic
+source and synonyms; every other one is read-only, since an attempt to change it is refused.
 """
 
 from __future__ import annotations
@@ -78,6 +78,9 @@ _OWN: tuple[BrokerConfigDef, ...] = (
     BrokerConfigDef("group.max.session.timeout.ms", T.INT, _field("group_max_session_timeout_ms"), "Largest session timeout a classic group member may ask for.", ("group_max_session_timeout_ms",)),
     BrokerConfigDef("group.max.size", T.INT, _field("group_max_size"), "Largest number of members in a group.", ("group_max_size",)),
     BrokerConfigDef("socket.request.max.bytes", T.INT, _field("max_request_bytes"), "Largest request frame accepted (--max-request-bytes).", ("max_request_bytes",)),
+    BrokerConfigDef("max.connections", T.INT, _field("max_connections"), "Connections beyond it are refused (--max-connections).", ("max_connections",)),
+    BrokerConfigDef("max.connections.per.ip", T.INT, _field("max_connections_per_ip"), "Connections from one address beyond it are refused (--max-connections-per-ip).", ("max_connections_per_ip",)),
+    BrokerConfigDef("queued.max.request.bytes", T.LONG, _field("queued_max_request_bytes"), "No request is read while more request bytes than this are in flight; -1: no limit.", ("queued_max_request_bytes",)),
     BrokerConfigDef("connections.max.idle.ms", T.LONG, _field("connections_max_idle_ms"), "Idle connections are closed after this long.", ("connections_max_idle_ms",)),
     BrokerConfigDef("log.retention.check.interval.ms", T.LONG, _field("log_retention_check_interval_ms"), "How often retention runs.", ("log_retention_check_interval_ms",)),
     BrokerConfigDef("log.retention.hours", T.INT, _const(168), "Retention in hours, used by Kafka when log.retention.ms and log.retention.minutes are unset.", default=168),
@@ -120,30 +123,61 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in (*_OWN, *_serve
 
 def describe(broker: Broker) -> list[ConfigEntry]:
     """Every broker config of this node, sorted by name."""
+    from broker.dynamic.broker_configs import DEFAULT, DYNAMIC, NODE
+
     config = broker.config
+    dynamic = broker.dynamic_configs
     entries: list[ConfigEntry] = []
     for definition in sorted(BROKER_CONFIGS.values(), key=lambda d: d.name):
         value = render(definition.value(broker), definition.type)
-        static = any(config_field_changed(config, f) for f in definition.config_fields)
-        if definition.config_fields:
+        fields = definition.config_fields
+        writable = definition.name in DYNAMIC and len(fields) == 1
+        if writable:
+            static_value = dynamic.static[fields[0]]
+            static = static_value != config_default(fields[0])
+            static_text = render(static_value, definition.type)
+        else:
+            static = any(config_field_changed(config, f) for f in fields)
+            static_text = value
+        if fields:
             default = _default_of(definition, broker)
         else:
             default = render(definition.default, definition.type)
         synonyms: list[Synonym] = []
+        source = ConfigSource.STATIC_BROKER_CONFIG if static else ConfigSource.DEFAULT_CONFIG
+        if writable:
+            for level, level_source in ((DEFAULT, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG), (NODE, ConfigSource.DYNAMIC_BROKER_CONFIG)):
+                if definition.name in dynamic.levels[level]:
+                    synonyms.insert(0, Synonym(definition.name, dynamic.levels[level][definition.name], level_source))
+                    source = level_source
         if static:
-            synonyms.append(Synonym(definition.name, value, ConfigSource.STATIC_BROKER_CONFIG))
+            synonyms.append(Synonym(definition.name, static_text, ConfigSource.STATIC_BROKER_CONFIG))
         if default is not None:
             synonyms.append(Synonym(definition.name, default, ConfigSource.DEFAULT_CONFIG))
         entries.append(
             ConfigEntry(
                 name=definition.name,
                 value=value,
-                source=ConfigSource.STATIC_BROKER_CONFIG if static else ConfigSource.DEFAULT_CONFIG,
+                source=source,
                 type=definition.type,
                 doc=definition.doc,
-                read_only=True,
+                read_only=not writable,
                 synonyms=synonyms,
             )
+        )
+    return entries
+
+
+def describe_dynamic_defaults(broker: Broker) -> list[ConfigEntry]:
+    """The cluster-wide dynamic defaults (resource name ""), as Kafka lists them: only those set."""
+    from broker.dynamic.broker_configs import DEFAULT, DYNAMIC
+
+    entries = []
+    for name, value in sorted(broker.dynamic_configs.levels[DEFAULT].items()):
+        kind = DYNAMIC[name][1]
+        synonym = Synonym(name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        entries.append(
+            ConfigEntry(name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, kind, BROKER_CONFIGS[name].doc, synonyms=[synonym])
         )
     return entries
 

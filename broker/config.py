@@ -29,6 +29,8 @@ KAFKA_DEFAULTS: dict[str, Any] = {
     # grant to the next member) can wait up to 5 s; kaflet's 250 ms makes a group stable in well
     # under a second (issue 12).
     "group_consumer_heartbeat_interval_ms": 5000,
+    # The lower bound of a group's own heartbeat interval follows kaflet's 250 ms default (issue 11).
+    "group_consumer_min_heartbeat_interval_ms": 5000,
 }
 
 # The port of the metrics endpoint when none is given: `kaflet serve` binds this one, an
@@ -154,10 +156,17 @@ class Config:
     max_connections_per_ip: int = _opt(2_147_483_647, "max.connections.per.ip: connections from one address beyond it are refused")
     queued_max_request_bytes: int = _opt(-1, "queued.max.request.bytes: stop reading requests while more are in flight (-1: no limit)")
     request_read_timeout_ms: int = _opt(30_000, "close a connection whose started request frame has not arrived within this (0: never)")
+    # Bounds of per-group configs (GROUP resources of IncrementalAlterConfigs; Kafka's names).
+    group_consumer_min_session_timeout_ms: int = _opt(45_000, "group.consumer.min.session.timeout.ms")
+    group_consumer_max_session_timeout_ms: int = _opt(60_000, "group.consumer.max.session.timeout.ms")
+    group_consumer_min_heartbeat_interval_ms: int = _opt(250, "group.consumer.min.heartbeat.interval.ms (Kafka: 5000)")
+    group_consumer_max_heartbeat_interval_ms: int = _opt(15_000, "group.consumer.max.heartbeat.interval.ms")
     # Corruption at rest (issue 11): not a Kafka setting; Kafka trusts data below its recovery point.
     verify_on_start: bool = _opt(
         False, "CRC-check every segment and index at start-up, cut out corrupt batches and rebuild indexes (kaflet check --repair)"
     )
+    # Chaos (issue 15): the control API lets anyone who reaches the metrics listener break the broker.
+    control: bool = _opt(False, "serve the chaos control API (/control/...) on the metrics listener; off by default")
     # Kafka's defaults (issue 10): KAFKA_DEFAULTS above lists what this restores.
     kafka_defaults: bool = _opt(False, "use Kafka's value for every default kaflet changes (KAFKA_DEFAULTS) unless set explicitly")
     # Not a flag: the fields a user set explicitly (flag or variable), which --kafka-defaults
@@ -245,6 +254,8 @@ class Config:
             raise ConfigError(f"{names('queued_max_request_bytes')} must be -1 (no limit) or positive")
         if self.request_read_timeout_ms < 0:
             raise ConfigError(f"{names('request_read_timeout_ms')} must be at least 0")
+        if self.control and not self.metrics:
+            raise ConfigError(f"{names('control')} is served on the metrics listener: it needs {names('metrics')}")
         self._validate_consumer_groups()
 
     def _validate_consumer_groups(self) -> None:

@@ -16,6 +16,7 @@ from broker.clock import Clock
 from broker.config import Config
 from broker.connection import KafkaConnection
 from broker.datadir import DataDir
+from broker.dynamic.broker_configs import DynamicBrokerConfigs
 from broker.faults import FaultInjector
 from broker.log_config import log_config
 from broker.network.limits import ConnectionLimits
@@ -65,6 +66,7 @@ class Broker:
 
         self.chaos = Chaos(self)  # chaos operations on this broker (broker/cluster/chaos.py)
         self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip, config.queued_max_request_bytes)
+        self.dynamic_configs = DynamicBrokerConfigs(self)
         self.debug_requests = config.log_level == "debug"
         self.started_at = 0.0
         self.bound_port = 0
@@ -131,6 +133,7 @@ class Broker:
 
     async def _start(self, t0: float) -> None:
         self.datadir = DataDir(self.config.data_dir, self.config.node_id, self.config.offsets_partitions)
+        self.dynamic_configs.load(self.datadir.path)  # dynamic broker configs win over static ones
         self.topics = TopicManager(self.datadir.path, self.config)
         self.producer_ids = ProducerIdManager(self.datadir.path)
         self.logs = LogManager(
@@ -148,9 +151,11 @@ class Broker:
         self.logs.subscribe(self.topics)
         self.faults.bind_storage(self.logs.set_write_check)
         await self.logs.start()
+        from broker.coordinator.group_configs import GroupConfigs
         from broker.coordinator.service import GroupCoordinator
 
         self.coordinator = GroupCoordinator(self)
+        self.coordinator.group_configs = GroupConfigs(self.datadir.path, self.config)
         self.coordinator.start()
         from broker.txn.coordinator import TransactionCoordinator
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.config import Config
 from broker.config_types import (
@@ -321,17 +321,36 @@ def effective_configs(topic: Topic | Mapping[str, str], config: Config) -> dict[
     return out
 
 
-def source_of(definition: TopicConfigDef, stored: Mapping[str, str], config: Config) -> ConfigSource:
+class DynamicLayer(Protocol):
+    """Dynamic broker configs (broker/dynamic/broker_configs.py), as describing needs them."""
+
+    static: dict[str, Any]
+
+    def source(self, field_name: str) -> ConfigSource | None: ...
+
+
+def _static_changed(config: Config, field_name: str | None, dynamic: DynamicLayer | None) -> bool:
+    if dynamic is None or field_name is None or field_name not in dynamic.static:
+        return config_field_changed(config, field_name)
+    return dynamic.static[field_name] != config_default(field_name)
+
+
+def source_of(definition: TopicConfigDef, stored: Mapping[str, str], config: Config, dynamic: DynamicLayer | None = None) -> ConfigSource:
     if definition.name in stored:
         return ConfigSource.TOPIC_CONFIG
-    if config_field_changed(config, definition.config_field):
+    if dynamic is not None and definition.config_field is not None:
+        source = dynamic.source(definition.config_field)
+        if source is not None:
+            return source
+    if _static_changed(config, definition.config_field, dynamic):
         return ConfigSource.STATIC_BROKER_CONFIG
     return ConfigSource.DEFAULT_CONFIG
 
 
-def describe(stored: Mapping[str, str], config: Config) -> list[ConfigEntry]:
+def describe(stored: Mapping[str, str], config: Config, dynamic: DynamicLayer | None = None) -> list[ConfigEntry]:
     """Every topic config as DescribeConfigs reports it, sorted by name, with synonyms in
-    Kafka's order: the topic's own value, the broker's static setting, the broker default."""
+    Kafka's order: the topic's own value, a dynamic broker value, the broker's static setting,
+    the broker default."""
     values = effective_configs(stored, config)
     entries: list[ConfigEntry] = []
     for definition in sorted(_DEFS, key=lambda d: d.name):
@@ -340,8 +359,13 @@ def describe(stored: Mapping[str, str], config: Config) -> list[ConfigEntry]:
         if definition.name in stored:
             synonyms.append(Synonym(definition.name, value, ConfigSource.TOPIC_CONFIG))
         if definition.server_default is not None:
-            if config_field_changed(config, definition.config_field):
-                broker_value = render(definition.default(config), definition.type)
+            field_name = definition.config_field
+            dynamic_source = dynamic.source(field_name) if dynamic is not None and field_name is not None else None
+            if dynamic_source is not None:
+                synonyms.append(Synonym(definition.server_default, render(definition.default(config), definition.type), dynamic_source))
+            if _static_changed(config, field_name, dynamic):
+                static = dynamic.static[field_name] if dynamic is not None and field_name in dynamic.static else definition.default(config)
+                broker_value = render(static, definition.type)
                 synonyms.append(Synonym(definition.server_default, broker_value, ConfigSource.STATIC_BROKER_CONFIG))
             if definition.default_synonym:
                 field_name = definition.config_field
@@ -351,7 +375,7 @@ def describe(stored: Mapping[str, str], config: Config) -> list[ConfigEntry]:
             ConfigEntry(
                 name=definition.name,
                 value=value,
-                source=source_of(definition, stored, config),
+                source=source_of(definition, stored, config, dynamic),
                 type=definition.type,
                 doc=definition.doc,
                 synonyms=synonyms,

@@ -223,7 +223,12 @@ class TopicManager:
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.topics[name]
+        before = topic.configs
         topic.configs = dict(configs)
-        self._save()
+        try:
+            self._save()
+        except OSError:
+            topic.configs = before  # a full disk: the change did not happen
+            raise
         for listener in self.on_configs_changed:
             listener(topic)

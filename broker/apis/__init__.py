@@ -1,6 +1,7 @@
 """One module per API area; importing this package registers every handler."""
 
 from broker.apis import (  # noqa: F401
+    alter_configs,
     api_versions,
     consumer_groups,
     create_partitions,

@@ -116,6 +116,26 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.broker.coordinator
     if not coordinator.active:
         return _failed(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message)
+    if (
+        request.member_epoch > 0
+        and request.instance_id is None
+        and request.rack_id is None
+        and request.rebalance_timeout_ms == -1
+        and request.subscribed_topic_names is None
+        and request.subscribed_topic_regex is None
+        and request.server_assignor is None
+        and request.member_id.strip()
+        and request.group_id.strip()
+    ):
+        # The steady heartbeat of a reconciled member: KH-2 has nothing to check beyond the ids.
+        try:
+            shard = coordinator.shard_for(request.group_id)
+        except CoordinatorError as exc:
+            return _failed(ctx, exc.code, exc.code.message)
+        steady = shard.consumer.steady(request.group_id, request.member_id, request.member_epoch, ctx.client_id or "", ctx.client_host)
+        if steady is not None:
+            coordinator.stats.consumer_heartbeats += 1
+            return kip848_codec.encode_response(0, None, steady.member_id, steady.member_epoch, steady.heartbeat_interval_ms, None)
     names = ctx.broker.config.group_consumer_assignors.split(",")
     invalid = validate_heartbeat(request, version, names)
     if invalid is not None:

@@ -6,7 +6,9 @@
 - BROKER: "" is the cluster-wide dynamic default, which kaflet never has (empty list); a
   name that is not an integer or not this node's id gets INVALID_REQUEST with Kafka's text.
 - BROKER_LOGGER: the root logger's level.
-- GROUP and CLIENT_METRICS are valid types kaflet has no configs for: INVALID_REQUEST
+- GROUP: the group's own configs (source GROUP_CONFIG, 8) and the broker defaults for the
+  rest (broker/coordinator/group_configs.py); a group need not exist, as in Kafka.
+- CLIENT_METRICS is a valid type kaflet has no configs for: INVALID_REQUEST
   "Unsupported resource type" per resource. Any other type fails the whole request with
   INVALID_REQUEST, as Kafka's authorization step does.
 
@@ -80,10 +82,10 @@ def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
         topic = broker.topics.get(name)
         if topic is None:
             raise _ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
-        return topic_configs.describe(topic.configs, broker.config)
+        return topic_configs.describe(topic.configs, broker.config, broker.dynamic_configs)
     if kind == BROKER:
         if not name:
-            return []  # cluster-wide dynamic defaults: kaflet has none
+            return broker_configs.describe_dynamic_defaults(broker)  # the cluster-wide dynamic defaults set
         if _broker_id(name) != node:
             raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node} or empty string, but received {name}")
         return broker_configs.describe(broker)
@@ -94,6 +96,10 @@ def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry]:
             raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node} but received {name}")
         level = broker.config.log_level.upper()
         return [ConfigEntry("root", level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, ConfigType.UNKNOWN, "", read_only=True)]
+    if kind == GROUP:
+        if not name:
+            raise _ResourceError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        return broker.coordinator.group_configs.describe(name)
     raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {_TYPE_NAMES[kind]}")
 
 

@@ -244,7 +244,10 @@ class TransactionCoordinator:
             # retry bumps the epoch again (or rotates the producer id if that exhausted it).
             self.stats.fenced += 1
             log.info("fencing producer with an open transaction", transactional_id=transactional_id, producer_id=meta.producer_id)
-            waits = self._end(shard, meta, commit=False, epoch=meta.producer_epoch + 1)
+            try:
+                waits = self._end(shard, meta, commit=False, epoch=meta.producer_epoch + 1)
+            except CoordinatorError as exc:
+                return exc.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, []
             return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, waits
         if state not in COMPLETED:
             raise RuntimeError(f"transactional id {transactional_id!r} in unexpected state {state.name}")

@@ -1,0 +1,1 @@
+"""Configs changed at run time: broker configs Kafka updates dynamically (broker_configs.py here)."""

@@ -1,0 +1,141 @@
+"""Dynamic broker configs: the ones Kafka lets AlterConfigs / IncrementalAlterConfigs change on a
+running broker, for those kaflet has, persisted in the data dir (`dynamic-broker-configs.json`).
+
+Two levels, as in Kafka: the resource name "" is the cluster-wide default
+(DYNAMIC_DEFAULT_BROKER_CONFIG) and this node's id the per-broker value (DYNAMIC_BROKER_CONFIG);
+a per-broker value wins over the default, which wins over the static setting (flag or KAFLET_*
+variable). A change takes effect at once: the log defaults are reapplied to every partition log
+whose topic does not set the config itself, and the connection limits apply to the next
+connection.
+
+Which configs: those of Kafka's DynamicBrokerConfig that kaflet serves -- the log defaults
+(log.segment.bytes, log.roll.ms, log.retention.ms, log.retention.bytes, message.max.bytes) and
+max.connections, max.connections.per.ip. Any other name gets Kafka's refusal,
+"Cannot update these configs dynamically: Set(name)" (INVALID_CONFIG), also for the few Kafka
+itself would update dynamically but kaflet does not (its thread pools, SSL, quotas...). Values
+are checked by the topic config's validator (Kafka validates the broker's log defaults as
+LogConfig values too).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from broker.config_types import AtLeast, ConfigError, ConfigSource, ConfigType, Validator, parse, render
+from broker.datadir import write_json
+from broker.topic_configs import TOPIC_CONFIGS
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+FILE_NAME = "dynamic-broker-configs.json"
+DEFAULT, NODE = "default", "node"
+
+
+def _topic(name: str) -> tuple[ConfigType, Validator | None]:
+    d = TOPIC_CONFIGS[name]
+    return d.type, d.validator
+
+
+# Kafka name -> (Config field, type, validator)
+DYNAMIC: dict[str, tuple[str, ConfigType, Validator | None]] = {
+    "log.segment.bytes": ("log_segment_bytes", *_topic("segment.bytes")),
+    "log.roll.ms": ("log_segment_ms", *_topic("segment.ms")),
+    "log.retention.ms": ("log_retention_ms", *_topic("retention.ms")),
+    "log.retention.bytes": ("log_retention_bytes", *_topic("retention.bytes")),
+    "message.max.bytes": ("message_max_bytes", *_topic("max.message.bytes")),
+    "max.connections": ("max_connections", ConfigType.INT, AtLeast(0)),
+    "max.connections.per.ip": ("max_connections_per_ip", ConfigType.INT, AtLeast(0)),
+}
+FIELDS = {f: name for name, (f, _t, _v) in DYNAMIC.items()}
+
+
+def validate(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check a level's complete new set; returns it normalized, or raises ConfigError."""
+    refused = [n for n in configs if n not in DYNAMIC]
+    if refused:
+        raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(refused)})")
+    out: dict[str, str] = {}
+    for name, raw in configs.items():
+        if raw is None:
+            raise ConfigError(f"Null value not supported for broker config {name}")
+        _field, kind, validator = DYNAMIC[name]
+        value = parse(name, raw, kind)
+        if validator is not None:
+            validator(name, value)
+        out[name] = render(value, kind) or ""
+    return out
+
+
+class DynamicBrokerConfigs:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.path = Path(broker.config.data_dir) / FILE_NAME
+        self.levels: dict[str, dict[str, str]] = {DEFAULT: {}, NODE: {}}
+        # The static value of each Config field a dynamic value overrides.
+        self.static = {f: getattr(broker.config, f) for f in FIELDS}
+
+    def load(self, data_dir: Path) -> None:
+        """Read the persisted values and apply them (before the logs open)."""
+        self.path = Path(data_dir) / FILE_NAME
+        if self.path.exists():
+            stored = json.loads(self.path.read_text())
+            for level in (DEFAULT, NODE):
+                self.levels[level] = {n: v for n, v in stored.get(level, {}).items() if n in DYNAMIC}
+        self._apply_fields()
+        self._take_effect()
+
+    def level_of(self, resource_name: str) -> str:
+        return DEFAULT if resource_name == "" else NODE
+
+    def current(self, level: str) -> dict[str, str]:
+        return dict(self.levels[level])
+
+    def effective(self, name: str) -> str | None:
+        return self.levels[NODE].get(name, self.levels[DEFAULT].get(name))
+
+    def source(self, field_name: str) -> ConfigSource | None:
+        """Where the value of a Config field comes from, if dynamic."""
+        name = FIELDS.get(field_name)
+        if name is None:
+            return None
+        if name in self.levels[NODE]:
+            return ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self.levels[DEFAULT]:
+            return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        return None
+
+    def replace(self, level: str, configs: dict[str, str]) -> None:
+        """Make `configs` the whole set of `level` (validated), persist it, and apply it now."""
+        before = self.levels[level]
+        self.levels[level] = dict(configs)
+        try:
+            write_json(self.path, {"version": 1, **self.levels})
+        except OSError:
+            self.levels[level] = before
+            raise
+        self._apply_fields()
+        self._take_effect()
+
+    def _apply_fields(self) -> None:
+        config = self.broker.config
+        for field_name, name in FIELDS.items():
+            raw = self.effective(name)
+            _f, kind, _v = DYNAMIC[name]
+            setattr(config, field_name, parse(name, raw, kind) if raw is not None else self.static[field_name])
+
+    def _take_effect(self) -> None:
+        broker = self.broker
+        config = broker.config
+        broker.limits.max_connections = config.max_connections
+        broker.limits.max_connections_per_ip = config.max_connections_per_ip
+        logs = broker.__dict__.get("logs")
+        if logs is not None:
+            for topic in broker.topics.topics.values():
+                logs.configs_changed(topic)
+
+    def describe_static(self, field_name: str) -> Any:
+        return self.static[field_name]
