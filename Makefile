@@ -10,6 +10,8 @@ SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 #   (tests/observability). Debian ships promtool only inside the server's package; it is
 #   installed without recommended packages and its service is never started (see apt-deps).
 APT_PACKAGES := kcat prometheus
+# KafkaJS tests (tests/clients/test_alter_configs_clients.py) need node and npm: apt-deps adds
+# nodejs and npm when either command is missing (a machine may have its own Node).
 
 .PHONY: run test test-fast bench fuzz lint apt-deps java clean
 
@@ -65,6 +67,7 @@ run: $(VENV)/.installed
 # forbidden") keeps a package's service from starting; one already there is left alone.
 apt-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing (no recommended packages, no service started)"; \
 	  policy=""; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=1; \
 	    printf '#!/bin/sh\n# kaflet make apt-deps: start no service\nexit 101\n' | $(SUDO) tee /usr/sbin/policy-rc.d >/dev/null; \

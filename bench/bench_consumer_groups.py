@@ -53,15 +53,17 @@ def group_run(conn: Any, bootstrap: str, group: str, members: int, timeout: floa
         consumers.append((c, on_assign, on_revoke))
 
     def stable(live: list[int]) -> bool:
-        share = PARTITIONS // len(live)
+        # Balanced (as both brokers' uniform assignors end) and covering every partition once.
+        low, high = PARTITIONS // len(live), -(-PARTITIONS // len(live))
         total: set[int] = set()
         count = 0
         for i in live:
-            if len(owned[i]) < min(share, 1):
+            n = len(owned[i])
+            if not low <= n <= high:
                 return False
             total |= owned[i]
-            count += len(owned[i])
-        return count == PARTITIONS and len(total) == PARTITIONS and all(len(owned[i]) >= share for i in live)
+            count += n
+        return count == PARTITIONS and len(total) == PARTITIONS
 
     def poll_until(live: list[int], started: float) -> float:
         deadline = started + timeout

@@ -33,6 +33,7 @@ COMMANDS: list[Command] = [
     Command("topics", "list, describe, create and delete topics", "broker.admin_cli.main:main"),
     Command("groups", "list, describe and delete groups; their lag; reset their offsets", "broker.admin_cli.main:main"),
     Command("transactions", "list and describe transactions", "broker.admin_cli.main:main"),
+    Command("chaos", "break a running broker on purpose through its control API (serve --control)", "broker.cluster.cli:main"),
     Command("check", "CRC-check a stopped broker's data dir; --repair fixes what it finds", "broker.admin_cli.check:main"),
     Command("pipeline", "group analytics on Spark: lag history, rebalance timeline, audit, report", "pipeline.analytics.cli:kaflet_main"),
 ]

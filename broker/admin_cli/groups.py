@@ -67,7 +67,32 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _describe(admin: Any, group_ids: list[str]) -> dict[str, dict[str, Any]]:
-    return dict(admin.describe_groups(group_ids))
+    """DescribeGroups, with KIP-848 groups (which DescribeGroups reports Dead) described by
+    ConsumerGroupDescribe in the same shape: state, and members with their assigned partitions."""
+    consumer_groups = _consumer_describe(admin, group_ids)
+    rest = [g for g in group_ids if g not in consumer_groups]
+    out = dict(admin.describe_groups(rest)) if rest else {}
+    for group_id, d in consumer_groups.items():
+        out[group_id] = {
+            "group_state": d.group_state,
+            "protocol_type": "consumer",
+            "protocol_data": "",
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_assignment": {
+                        "assigned_partitions": [
+                            {"topic": tp.topic_name, "partitions": list(tp.partitions)} for tp in m.assignment.topic_partitions
+                        ]
+                    },
+                }
+                for m in d.members
+            ],
+        }
+    return out
 
 
 def _assignment(member: dict[str, Any]) -> list[tuple[str, int]]:
@@ -288,7 +313,7 @@ def _describe_consumer_group(d: Any, admin: Any) -> tuple[dict[str, Any], str]:
 def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
     consumer_groups = _consumer_describe(admin, args.groups)
     classic_ids = [g for g in args.groups if g not in consumer_groups]
-    described = _describe(admin, classic_ids) if classic_ids else {}
+    described = dict(admin.describe_groups(classic_ids)) if classic_ids else {}
     out = []
     errors = []
     blocks = []

@@ -1,8 +1,10 @@
-"""`kaflet topics list|describe|create|delete` (what kafka-topics.sh does for these)."""
+"""`kaflet topics list|describe|create|delete|alter-config` (what kafka-topics.sh and, for
+alter-config, kafka-configs.sh --alter --entity-type topics do)."""
 
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from broker.admin_cli import FAILED, OK
@@ -26,6 +28,14 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="a topic config (repeatable)")
     p.add_argument("--if-not-exists", action="store_true", help="succeed if the topic already exists")
     p.set_defaults(run=create_topic)
+    p = actions.add_parser("alter-config", parents=[common], help="change a topic's configs (IncrementalAlterConfigs)")
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set a config (repeatable)")
+    p.add_argument("--delete", action="append", default=[], metavar="KEY", help="back to the default (repeatable)")
+    p.add_argument("--append", action="append", default=[], metavar="KEY=VALUE", help="add to a list config, e.g. cleanup.policy=compact")
+    p.add_argument("--subtract", action="append", default=[], metavar="KEY=VALUE", help="remove from a list config")
+    p.add_argument("--validate-only", action="store_true", help="check the change without making it")
+    p.set_defaults(run=alter_topic_config)
     p = actions.add_parser("delete", parents=[common], help="delete topics")
     p.add_argument("topics", nargs="+", metavar="TOPIC")
     p.add_argument("--if-exists", action="store_true", help="succeed for topics that do not exist")
@@ -134,3 +144,38 @@ def delete_topics(args: argparse.Namespace, admin: Any) -> Result:
             errors.append(f"Topic '{t['name']}': {t.get('error_message') or error}")
     rows = [[r["topic"], "deleted" if r["deleted"] else (r["error"] or "does not exist")] for r in results]
     return Result({"topics": results}, table(["TOPIC", "RESULT"], rows), FAILED if errors else OK, errors)
+
+
+def _key_value(item: str, flag: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise CommandError(f"{flag} takes KEY=VALUE, got {item!r}", 2)
+    return key, value
+
+
+def alter_topic_config(args: argparse.Namespace, admin: Any) -> Result:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    ops: dict[str, tuple[str, str | None]] = {}
+    for flag, op in (("--set", "SET"), ("--append", "APPEND"), ("--subtract", "SUBTRACT")):
+        for item in getattr(args, flag[2:]):
+            key, value = _key_value(item, flag)
+            ops[key] = (op, value)
+    for key in args.delete:
+        ops[key] = ("DELETE", None)
+    if not ops:
+        raise CommandError("give at least one of --set, --delete, --append, --subtract", 2)
+    resource = ConfigResource(ConfigResourceType.TOPIC, args.topic, configs=ops)
+    response = admin.alter_configs([resource], validate_only=args.validate_only, raise_on_unknown=False, incremental=True)
+    outcome = next(iter(next(iter(response.values())).values()))
+    # kafka-python reports a failed resource as "[Error 40] InvalidConfigurationError: <message>".
+    failed = re.match(r"\[Error (-?\d+)\] \w+: ?(.*)", str(outcome), re.S) if outcome else None
+    changes = {k: {"operation": op, "value": v} for k, (op, v) in ops.items()}
+    if failed:
+        code, message = int(failed.group(1)), failed.group(2) or _error_name(int(failed.group(1)))
+        return Result({"topic": args.topic, "altered": False, "error": _error_name(code), "message": message}, "", FAILED, [message])
+    verb = "Validated" if args.validate_only else "Altered"
+    return Result(
+        {"topic": args.topic, "altered": not args.validate_only, "error": None, "changes": changes},
+        f"{verb} configs of topic {args.topic}.",
+    )

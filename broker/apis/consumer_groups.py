@@ -113,9 +113,31 @@ def validate_heartbeat(request: Any, version: int, assignor_names: list[str]) ->
 @api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, error_response=_hb_error, decoder=kip848_codec.decode_request)
 def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
+    if not ctx.broker.config.consumer_protocol_enabled:
+        return _failed(ctx, ErrorCode.UNSUPPORTED_VERSION, ErrorCode.UNSUPPORTED_VERSION.message)  # KH-1
     coordinator = ctx.broker.coordinator
     if not coordinator.active:
         return _failed(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message)
+    if (
+        request.member_epoch > 0
+        and request.instance_id is None
+        and request.rack_id is None
+        and request.rebalance_timeout_ms == -1
+        and request.subscribed_topic_names is None
+        and request.subscribed_topic_regex is None
+        and request.server_assignor is None
+        and request.member_id.strip()
+        and request.group_id.strip()
+    ):
+        # The steady heartbeat of a reconciled member: KH-2 has nothing to check beyond the ids.
+        try:
+            shard = coordinator.shard_for(request.group_id)
+        except CoordinatorError as exc:
+            return _failed(ctx, exc.code, exc.code.message)
+        steady = shard.consumer.steady(request.group_id, request.member_id, request.member_epoch, ctx.client_id or "", ctx.client_host)
+        if steady is not None:
+            coordinator.stats.consumer_heartbeats += 1
+            return kip848_codec.encode_response(0, None, steady.member_id, steady.member_epoch, steady.heartbeat_interval_ms, None)
     names = ctx.broker.config.group_consumer_assignors.split(",")
     invalid = validate_heartbeat(request, version, names)
     if invalid is not None:
@@ -239,6 +261,8 @@ def describe_group(broker: Any, group: ConsumerGroup, include_ops: bool, default
 
 @api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, error_response=_describe_error)
 def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.broker.config.consumer_protocol_enabled:
+        return _describe_error(request, ErrorCode.UNSUPPORTED_VERSION)  # KH-1
     coordinator = ctx.broker.coordinator
     default = ctx.broker.config.group_consumer_assignors.split(",")[0]
     described = []

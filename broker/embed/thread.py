@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from broker.cluster.handle import ChaosHandle
     from broker.config import Config
     from broker.server import Broker
 
@@ -59,6 +60,13 @@ class BrokerThread:
     @property
     def metrics_address(self) -> str | None:
         return self.broker.metrics_address
+
+    @property
+    def chaos(self) -> ChaosHandle:
+        """The broker's chaos operations, callable from this thread (broker/cluster/handle.py)."""
+        from broker.cluster.handle import ChaosHandle
+
+        return ChaosHandle.in_thread(self)
 
     def run(self, fn: Callable[[Broker], Awaitable[T] | T], timeout: float = 30) -> T:
         """Run `fn(broker)` on the broker's loop and return its result (awaited if a coroutine)."""

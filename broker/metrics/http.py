@@ -1,5 +1,8 @@
 """A minimal HTTP/1.1 server on the broker's event loop: GET and HEAD, one request per connection.
 
+With a control handler (`kaflet serve --control`, broker/cluster/control.py) it also takes
+POST and DELETE under /control/, with a JSON body of at most MAX_BODY bytes (Content-Length).
+
 Why not prometheus_client's `start_http_server`: it serves from a thread, and its collectors
 would then iterate the coordinator's and the log manager's dicts while the event loop changes
 them ("dictionary changed size during iteration", or torn values such as a lag computed from a
@@ -11,7 +14,7 @@ is rendered (milliseconds; see bench `metrics`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -20,6 +23,10 @@ log = structlog.get_logger("kaflet.metrics")
 
 Response = tuple[int, str, bytes]
 Handler = Callable[[str], Response]
+# (method, path, body) -> a coroutine giving the response (the chaos control API).
+ControlHandler = Callable[[str, str, bytes], Awaitable[Response]]
+CONTROL_PREFIX = "/control"
+MAX_BODY = 64 * 1024
 
 MAX_HEAD = 16 * 1024
 IDLE_TIMEOUT_S = 10.0
@@ -28,6 +35,8 @@ _REASONS = {
     400: "Bad Request",
     404: "Not Found",
     405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Content Too Large",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
     503: "Service Unavailable",
@@ -35,8 +44,10 @@ _REASONS = {
 
 
 class HttpConnection(asyncio.Protocol):
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, control: ControlHandler | None = None) -> None:
         self.handler = handler
+        self.control = control
+        self.task: asyncio.Task[None] | None = None
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.done = False
@@ -49,6 +60,7 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.timer is not None:
             self.timer.cancel()
+        self.transport = None
 
     def data_received(self, data: bytes) -> None:
         if self.done:
@@ -65,15 +77,51 @@ class HttpConnection(asyncio.Protocol):
             self._send(400, "text/plain; charset=utf-8", b"bad request line\n", head_only=False)
             return
         method, target, _version = parts
+        path = target.split("?", 1)[0]
+        if self.control is not None and (path == CONTROL_PREFIX or path.startswith(CONTROL_PREFIX + "/")) and method != "HEAD":
+            self._control(method, path, end)
+            return
         if method not in ("GET", "HEAD"):
             self._send(405, "text/plain; charset=utf-8", b"only GET and HEAD\n", head_only=False, extra="Allow: GET, HEAD\r\n")
             return
         try:
-            status, content_type, body = self.handler(target.split("?", 1)[0])
+            status, content_type, body = self.handler(path)
         except Exception:
             log.error("metrics endpoint failed", path=target, exc_info=True)
             status, content_type, body = 500, "text/plain; charset=utf-8", b"internal error\n"
         self._send(status, content_type, body, head_only=method == "HEAD")
+
+    def _control(self, method: str, path: str, head_end: int) -> None:
+        length = 0
+        for line in bytes(self.buf[:head_end]).decode("latin-1").split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                try:
+                    length = int(value.strip())
+                except ValueError:
+                    length = -1
+        if length < 0:
+            self._send(400, "text/plain; charset=utf-8", b"bad Content-Length\n", head_only=False)
+            return
+        if length > MAX_BODY:
+            self._send(413, "text/plain; charset=utf-8", b"body too large\n", head_only=False)
+            return
+        body_start = head_end + 4
+        if len(self.buf) - body_start < length:
+            return  # the rest of the body is still coming
+        self.done = True
+        body = bytes(self.buf[body_start : body_start + length])
+        assert self.control is not None
+        self.task = asyncio.get_running_loop().create_task(self._answer(self.control(method, path, body)))
+
+    async def _answer(self, pending: Awaitable[Response]) -> None:
+        try:
+            status, content_type, body = await pending
+        except Exception:
+            log.error("control endpoint failed", exc_info=True)
+            status, content_type, body = 500, "text/plain; charset=utf-8", b"internal error\n"
+        self.done = False
+        self._send(status, content_type, body, head_only=False)
 
     def _send(self, status: int, content_type: str, body: bytes, head_only: bool, extra: str = "") -> None:
         self.done = True
@@ -90,7 +138,7 @@ class HttpConnection(asyncio.Protocol):
         transport.close()
 
 
-async def serve(host: str, port: int, handler: Handler) -> Any:
+async def serve(host: str, port: int, handler: Handler, control: ControlHandler | None = None) -> Any:
     """Listen on host:port (0: a free port); returns the asyncio server."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: HttpConnection(handler), host=host or None, port=port, reuse_address=True)
+    return await loop.create_server(lambda: HttpConnection(handler, control), host=host or None, port=port, reuse_address=True)

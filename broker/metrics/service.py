@@ -4,6 +4,7 @@
   and GC collectors) followed by kafka_exporter's families (exporter.py), in text format 0.0.4.
   Prometheus accepts that format whatever it asks for, so there is no OpenMetrics variant.
 - /healthz: 200 while the process serves HTTP at all (liveness).
+- /control/...: the chaos control API, only with --control (broker/cluster/control.py).
 - /readyz: 200 once the Kafka listener accepts connections and every coordinator shard is
   loaded (`GroupCoordinator.all_loaded`), 503 before (and for ever if a shard failed to load,
   since its groups are then not served); the JSON body says which.
@@ -66,7 +67,12 @@ class MetricsService:
         host = self.config.metrics_host
         # No port configured (an embedded Broker; `kaflet serve` fills in 9644): a free one.
         port = self.config.metrics_port if self.config.metrics_port is not None else 0
-        self.server = await serve(host, port, self.handle)
+        control = None
+        if self.config.control:  # the chaos control API (broker/cluster/control.py)
+            from broker.cluster.control import handler
+
+            control = handler(self.broker)
+        self.server = await serve(host, port, self.handle, control)
         sockname = self.server.sockets[0].getsockname()
         self.address = f"{'[' + host + ']' if ':' in host else host}:{sockname[1]}"
 

@@ -4,6 +4,9 @@ DescribeConfigs with the right source."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -204,3 +207,26 @@ def test_alter_configs_is_advertised(broker: Broker) -> None:
 
     keys = {k: (lo, hi) for k, lo, hi in served()}
     assert keys[33] == (0, 2) and keys[44] == (0, 1)
+
+
+async def kaflet(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "broker", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_kaflet_topics_alter_config(broker: Broker) -> None:
+    broker.topics.create("t", 1)
+    common = ("--bootstrap-server", broker.bootstrap)
+    code, out, _ = await kaflet("topics", "alter-config", "t", "--append", "cleanup.policy=compact", "--set", "retention.ms=60000", *common)
+    assert code == 0 and "Altered configs of topic t." in out
+    assert broker.topics.get("t").configs == {"cleanup.policy": "delete,compact", "retention.ms": "60000"}  # type: ignore[union-attr]
+    code, out, _ = await kaflet("topics", "alter-config", "t", "--delete", "retention.ms", "--validate-only", "--output", "json", *common)
+    assert code == 0 and json.loads(out)["altered"] is False
+    assert broker.topics.get("t").configs["retention.ms"] == "60000"  # type: ignore[union-attr]
+    code, _, err = await kaflet("topics", "alter-config", "t", "--set", "retention.ms=soon", *common)
+    assert code == 1 and "Invalid value soon for configuration retention.ms: Not a number of type LONG" in err
+    code, _, err = await kaflet("topics", "alter-config", "t", *common)
+    assert code == 2 and "at least one of" in err

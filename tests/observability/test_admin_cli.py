@@ -257,3 +257,26 @@ def test_groups_describe_a_consumer_protocol_group(broker_proc: Callable[..., Br
         assert {"group": "new-protocol", "state": "Stable", "protocol_type": "consumer", "type": "consumer"} in out["groups"]
     finally:
         member.close()
+
+
+def test_groups_lag_and_reset_offsets_see_consumer_protocol_members(broker_proc: Callable[..., BrokerProcess]) -> None:
+    """`groups lag` names the KIP-848 member owning each partition; `reset-offsets` refuses a
+    consumer group with members, as for a classic group."""
+    bs = broker_proc("--default-partitions", "2").bootstrap
+    producer = Producer({"bootstrap.servers": bs})
+    for i in range(4):
+        producer.produce("kip848-lag", value=b"%d" % i, partition=i % 2)
+    assert producer.flush(20) == 0
+    member = Consumer({"bootstrap.servers": bs, "group.id": "lag-848", "group.protocol": "consumer", "enable.auto.commit": False})
+    member.subscribe(["kip848-lag"])
+    try:
+        wait_until(lambda: assigned(member) and len(member.assignment()) == 2, timeout=30, message="assignment")
+        member.commit(offsets=[TopicPartition("kip848-lag", 0, 1)], asynchronous=False)
+        code, out, _ = kaflet(bs, "groups", "lag", "lag-848")
+        [lag] = out["groups"]
+        assert code == OK and lag["state"] == "Stable" and lag["total_lag"] == 1
+        assert {(p["partition"], p["member_id"]) for p in lag["partitions"]} == {(0, member.memberid()), (1, member.memberid())}
+        code, _, err = kaflet(bs, "groups", "reset-offsets", "--group", "lag-848", "--topic", "kip848-lag", "--to-earliest", "--execute")
+        assert code == GROUP_ACTIVE and "inactive" in err
+    finally:
+        member.close()

@@ -27,7 +27,7 @@ from pipeline.analytics import lag, timeline
 from pipeline.analytics.cli import main
 from pipeline.analytics.jobs import JobOptions
 from storage import offsets_records as orec
-from tests.pipeline.group_scenario import GROUP, OUTPUT, SOURCE, Scenario, run_scenario
+from tests.pipeline.group_scenario import CG_GROUP, CG_TOPIC, GROUP, OUTPUT, SOURCE, Scenario, run_consumer_group_scenario, run_scenario
 from tests.support.procs import BrokerProcess
 from tests.support.waiting import wait_until
 
@@ -41,6 +41,7 @@ class World:
     scenario: Scenario
     first_run_commits: int  # commits the first --once runs saw
     records_after_compaction: Counter[str]
+    consumer_group_steps: list[dict[str, tuple[str, set[tuple[str, int]]]]]
 
 
 def offsets_log_records(bootstrap: str) -> list[tuple[bytes, bytes | None]]:
@@ -88,6 +89,7 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worl
     try:
         t0 = time.monotonic()
         scenario = run_scenario(broker.bootstrap)
+        consumer_group_steps = run_consumer_group_scenario(broker.bootstrap)
         print(f"scenario: {time.monotonic() - t0:.1f} s", file=sys.stderr)
         first_runs(spark, broker.bootstrap, out)
         first = len(scenario.commits)
@@ -119,7 +121,7 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worl
             GROUP,
         )
         print(f"audit: {time.monotonic() - t0:.1f} s", file=sys.stderr)
-        yield World(broker, out, scenario, first, left)
+        yield World(broker, out, scenario, first, left, consumer_group_steps)
     finally:
         broker.stop()
 
@@ -198,6 +200,30 @@ def test_rebalance_timeline_matches_the_broker(spark: Any, world: World) -> None
         assert a["end_time"] == b["start_time"]
     assert got[-1]["end_time"] is None
     assert got[1]["since_previous_stable_ms"] >= got[1]["sync_ms"]
+
+
+def test_rebalance_timeline_follows_a_consumer_group_through_its_epochs(spark: Any, world: World) -> None:
+    """A KIP-848 group's generations are its group epochs, from records 3-8: each step the test
+    saw settled is the generation of some epoch, stable once every member had reconciled."""
+    got = sorted((r for r in rows(spark, world.out, timeline.NAME) if r["group"] == CG_GROUP), key=lambda r: r["generation"])
+    assert got and all(r["group_type"] == "consumer" and r["incarnation"] == 0 for r in got)
+    epochs = [r["generation"] for r in got]
+    assert epochs == sorted(set(epochs)) and epochs[0] >= 1
+    stable = [r for r in got if r["state"] == "Stable"]
+    seen = [
+        {m["member_id"]: (m["client_id"], {(tp["topic"], tp["partition"]) for tp in m["assignment"]}) for m in r["members"]} for r in stable
+    ]
+    # Every settled step is a stable generation, in order (a step may span no other stable epoch).
+    steps = [s for s in world.consumer_group_steps if s]
+    it = iter(seen)
+    assert all(any(step == g for g in it) for step in steps), (steps, seen)
+    for r in stable:
+        assert r["start_time"] <= r["stable_time"] and r["not_stable_ms"] == r["sync_ms"] == ms(r["stable_time"]) - ms(r["start_time"])
+        assert r["protocol"] == "range" and r["leader"] is None  # the assignor the members named
+        assert all(m["subscription"] == [CG_TOPIC] for m in r["members"])
+    assert got[-1]["state"] == "Empty" and got[-1]["members"] == [] and got[-1]["end_time"] is None
+    for a, b in itertools.pairwise(got):
+        assert a["end_time"] == b["start_time"]
 
 
 def world_gen0_start(spark: Any, world: World) -> Any:

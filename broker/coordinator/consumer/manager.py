@@ -21,6 +21,7 @@ Where kaflet decides (Kafka is silent, or kaflet is a development broker):
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Awaitable
@@ -102,6 +103,7 @@ class ConsumerGroupManager:
         self.config = shard.config
         self.stats = shard.service.stats
         self.migration = Migration(self)
+        self._session_deadlines: dict[tuple[str, str], float] = {}  # KH-12: (group, member) -> loop time
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -114,10 +116,9 @@ class ConsumerGroupManager:
     # -- configuration --------------------------------------------------------------------
 
     def _group_config(self, group_id: str, name: str) -> int | None:
-        """Per-group dynamic configs (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`).
-
-        The hook for broker/coordinator/group_configs.py (IncrementalAlterConfigs on GROUP
-        resources): until a group has its own value, the broker defaults apply."""
+        """Per-group dynamic configs (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`,
+        set by IncrementalAlterConfigs on the GROUP resource: broker/coordinator/group_configs.py);
+        None when the group has none, and the broker default applies (KH-11, KH-12)."""
         configs = getattr(self.shard.service, "group_configs", None)
         if configs is None:
             return None
@@ -180,6 +181,7 @@ class ConsumerGroupManager:
 
     def on_loaded(self) -> None:
         """KT-3: session timers for every member, rebalance timers for those revoking."""
+        self._session_deadlines.clear()
         for group in self.groups.values():
             group.metadata_refresh = True
             self._resolve_regexes(group)
@@ -346,6 +348,25 @@ class ConsumerGroupManager:
         if full or reconciled.assigned != before.assigned:
             result.assignment = reconciled.assigned
         return result, waiter
+
+    def steady(self, group_id: str, member_id: str, epoch: int, client_id: str, client_host: str) -> HeartbeatResult | None:
+        """`_steady` for a request the API layer has already seen to carry no optional field."""
+        group = self.groups.get(group_id)
+        if group is None or group.metadata_refresh or group.group_epoch != group.assignment_epoch:
+            return None
+        member = group.members.get(member_id)
+        if (
+            member is None
+            or member.member_epoch != epoch
+            or epoch != group.assignment_epoch
+            or member.classic is not None
+            or member.state is not MemberState.STABLE
+            or member.client_id != client_id
+            or member.client_host != client_host
+        ):
+            return None
+        self._schedule_session(group_id, member_id)
+        return HeartbeatResult(member_id, epoch, self.heartbeat_interval_ms(group_id))
 
     def _steady(self, req: HeartbeatRequest) -> HeartbeatResult | None:
         """The heartbeat of a reconciled member that changes nothing, answered without building
@@ -731,6 +752,7 @@ class ConsumerGroupManager:
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         self.timers.cancel(_session_key(group_id, member_id))
+        self._session_deadlines.pop((group_id, member_id), None)
         self.timers.cancel(_rebalance_key(group_id, member_id))
         self.timers.cancel(f"consumer-join-{group_id}-{member_id}")  # KM-3's join and sync timers
         self.timers.cancel(f"consumer-sync-{group_id}-{member_id}")
@@ -740,7 +762,26 @@ class ConsumerGroupManager:
     def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
         """KH-12 (KM-3: a classic member's own session timeout)."""
         timeout = self.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
-        self.timers.schedule(_session_key(group_id, member_id), timeout, lambda: self._session_expired(group_id, member_id))
+        # Every heartbeat moves the deadline; the timer is only re-armed when it fires early (or
+        # must fire sooner), so a steady heartbeat costs a dict store, not a timer cancel + create.
+        key = (group_id, member_id)
+        deadline = asyncio.get_running_loop().time() + timeout / 1000
+        self._session_deadlines[key] = deadline
+        timer = _session_key(group_id, member_id)
+        armed = self.timers.deadline(timer)
+        if armed is None or armed > deadline:
+            self.timers.schedule(timer, timeout, lambda: self._session_check(group_id, member_id))
+
+    def _session_check(self, group_id: str, member_id: str) -> None:
+        deadline = self._session_deadlines.get((group_id, member_id))
+        if deadline is None:
+            return
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining > 0:
+            self.timers.schedule(_session_key(group_id, member_id), remaining * 1000, lambda: self._session_check(group_id, member_id))
+            return
+        del self._session_deadlines[(group_id, member_id)]
+        self._session_expired(group_id, member_id)
 
     def _session_expired(self, group_id: str, member_id: str) -> None:
         """KT-1."""

@@ -130,10 +130,15 @@ class Migration:
                 ErrorCode.GROUP_ID_NOT_FOUND,
                 f"Cannot upgrade the classic group {gid} to consumer group because the embedded consumer protocol is malformed.",
             ) from exc
-        # Parked requests learn of the new rebalance (Kafka: completeAll*Futures(REBALANCE_IN_PROGRESS)).
+        # Parked requests learn of the new rebalance (Kafka: completeAll*Futures(REBALANCE_IN_PROGRESS)),
+        # and the classic group's timers stop: a classic group of this id may come back (KM-4).
         for cm in list(classic.members.values()):
             classic.complete_join(cm, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=cm.member_id))
             classic.complete_sync(cm, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        for mid in [*classic.members, *classic.pending_members]:
+            self.timers.cancel(f"heartbeat-{gid}-{mid}")
+        self.timers.cancel(f"join-{gid}")
+        self.timers.cancel(f"sync-{gid}")
         records.append((orec.group_metadata_key(gid), None))
         for member in members:
             records.append(self.m._metadata_record(gid, member))

@@ -1,0 +1,110 @@
+"""The chaos control API (HTTP on the metrics listener, only with --control) and `kaflet chaos`
+against a running `kaflet serve` process."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from broker import Broker
+from broker.cluster.control import ControlClient, ControlError
+from broker.config import Config, ConfigError
+
+
+def http(address: str, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
+    req = urllib.request.Request(f"http://{address}{path}", data=body, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        text = exc.read()
+        try:
+            return exc.code, json.loads(text)
+        except ValueError:
+            return exc.code, text
+
+
+def connects(bootstrap: str) -> bool:
+    host, port = bootstrap.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+        return True
+    except ConnectionRefusedError:
+        return False
+
+
+def test_control_is_off_unless_asked() -> None:
+    with Broker.in_thread() as b:
+        assert b.metrics_address is not None
+        status, _ = http(b.metrics_address, "POST", "/control/latency", b'{"ms": 5}')
+        assert status == 405  # the metrics endpoint serves GET and HEAD only
+        status, _ = http(b.metrics_address, "GET", "/control")
+        assert status == 404
+        assert b.run(lambda broker: broker.faults.latency_ms) == 0
+    with pytest.raises(ConfigError, match="--control"):
+        Config(control=True, metrics=False).validate()
+
+
+def test_http_control_api_runs_lists_and_clears_operations() -> None:
+    with Broker.in_thread(control=True) as b:
+        address = b.metrics_address
+        assert address is not None
+        status, rule = http(address, "POST", "/control/rule", json.dumps({"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER"}).encode())
+        assert status == 200 and rule["api_key"] == 0 and rule["error"] == "NOT_LEADER_OR_FOLLOWER"
+        status, stack = http(address, "POST", "/control/push-errors", json.dumps({"api": 11, "errors": [15, ["NONE", 100]]}).encode())
+        assert status == 200 and [e["error"] for e in stack["errors"]] == ["COORDINATOR_NOT_AVAILABLE", "NONE"]
+        assert http(address, "POST", "/control/latency", b'{"ms": 7}')[0] == 200
+        status, state = http(address, "GET", "/control")
+        assert status == 200 and state["latency_ms"] == 7 and [r["id"] for r in state["rules"]] == [rule["id"]]
+        assert http(address, "POST", "/control/remove", json.dumps({"id": stack["id"]}).encode()) == (200, {"removed": True})
+        assert http(address, "GET", "/control/connections") == (200, [])
+        # bad requests: parameters, JSON, operation, method, size
+        assert http(address, "POST", "/control/rule", b'{"api": "Produce", "error": "NOPE"}')[0] == 400
+        assert http(address, "POST", "/control/rule", b"not json")[0] == 400
+        assert http(address, "POST", "/control/rule", b"[1]")[0] == 400
+        assert http(address, "POST", "/control/frobnicate", b"{}")[0] == 404
+        assert http(address, "PUT", "/control/latency", b"{}")[0] == 405
+        assert http(address, "POST", "/control/latency", b"{" + b" " * 70_000 + b"}")[0] == 413
+        status, cleared = http(address, "DELETE", "/control")
+        assert status == 200 and (cleared["rules"], cleared["latency_ms"]) == ([], 0)
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        assert 'kaflet_chaos_operations_total{op="latency"} 1.0' in text
+        assert 'kaflet_chaos_operations_total{op="clear"} 1.0' in text
+
+
+def kaflet_chaos(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker", "chaos", "--control-address", address, *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_kaflet_chaos_against_a_running_process() -> None:
+    with Broker.in_subprocess("--control") as b:
+        assert b.metrics is not None
+        done = kaflet_chaos(b.metrics, "push-errors", "--api", "JoinGroup", "COORDINATOR_NOT_AVAILABLE", "NONE:50")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["errors"][1] == {"error": "NONE", "delay_ms": 50}
+        assert kaflet_chaos(b.metrics, "rule", "--api", "Fetch", "--delay-ms", "20", "--forever", "--client-id", "c").returncode == 0
+        assert kaflet_chaos(b.metrics, "hole", "--client-id", "victim", "--duration-ms", "60000").returncode == 0
+        state = json.loads(kaflet_chaos(b.metrics, "state").stdout)
+        assert state["rules"][0]["count"] is None and state["holes"][0]["client_id"] == "victim"
+        assert kaflet_chaos(b.metrics, "down").returncode == 0
+        assert not connects(b.bootstrap)
+        refused = kaflet_chaos(b.metrics, "down", "--mode", "hang")
+        assert refused.returncode == 1 and "already down" in refused.stderr
+        assert kaflet_chaos(b.metrics, "up").returncode == 0
+        assert connects(b.bootstrap)
+        assert kaflet_chaos(b.metrics, "clear").returncode == 0
+        assert ControlClient(b.metrics).apply("state")["holes"] == []
+        events = [r for r in b.records if r.get("event") == "chaos"]
+        assert [e["op"] for e in events] == ["push_errors", "rule", "hole", "down", "up", "hole_closed", "clear"]
+    with pytest.raises(ControlError, match="cannot reach"):
+        ControlClient("127.0.0.1:1").apply("state")
