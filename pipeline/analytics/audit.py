@@ -122,6 +122,8 @@ def audit_frames(sources: Any, outputs: Any, committed: Any | None, timeline: An
     )
     produced = attributed.select(*key).distinct()
     lost = src.filter("processed").join(produced, key, "left_anti").select(*key, "source_time")
+    # Written, then summed up twice: computed once.
+    duplicates, lost = duplicates.cache(), lost.cache()
 
     per_src = src.groupBy("source_topic", "source_partition").agg(
         F.count(F.lit(1)).alias("source_records"), F.sum(F.col("processed").cast("int")).alias("processed_records")
