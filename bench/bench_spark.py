@@ -133,6 +133,17 @@ def run(ctx: Context) -> list[Row]:
             worker.send(("stop",))
         finally:
             worker.kill()
+        # The same read on one core: how the source scales with cores.
+        one_core: list[dict[str, Any]] = []
+        worker = Worker(spark_worker, k.bootstrap, "local[1]")
+        try:
+            worker.recv(300)
+            _ask(worker, "read", "bench-spark-warm", warm)
+            for _ in range(ctx.reps):
+                one_core.append(_ask(worker, "read", "bench-spark-read", held))
+            worker.send(("stop",))
+        finally:
+            worker.kill()
 
     def rate(runs: list[dict[str, Any]]) -> float:
         return sorted(r["count"] / r["seconds"] for r in runs)[len(runs) // 2]
@@ -145,6 +156,14 @@ def run(ctx: Context) -> list[Row]:
             rate(reads["consumer"]),
             target=Target("ratio>=", 0.5),
             baseline_name="consumer",
+        ),
+        Row(
+            f"read+count {total:,} x {SIZE} B: Spark local[1] vs local[2]",
+            "msg/s",
+            rate(one_core),
+            rate(reads["spark"]),
+            baseline_name="local[2]",
+            note="scaling with cores: a ratio < 1 means two cores read faster than one",
         ),
         Row(
             f"write {total:,} x {SIZE} B: Spark local[2] vs 1 producer",
@@ -167,6 +186,7 @@ def produce_idempotent(conn: Any, bootstrap: str, topic: str, count: int) -> dic
             "bootstrap.servers": bootstrap,
             "enable.idempotence": True,
             "linger.ms": 5,
+            "delivery.report.only.error": True,  # as the Spark sink's producer
             "on_delivery": lambda err, msg: errors.append(str(err)) if err else None,
         }
     )

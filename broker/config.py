@@ -136,6 +136,9 @@ class Config:
     group_consumer_heartbeat_interval_ms: int = _opt(250, "group.consumer.heartbeat.interval.ms (Kafka: 5000)")
     group_consumer_max_size: int = _opt(2_147_483_647, "group.consumer.max.size")
     group_consumer_assignors: str = _opt("uniform,range", "group.consumer.assignors: server-side assignors by name, the first the default")
+    group_coordinator_rebalance_protocols: str = _opt(
+        "classic,consumer", "group.coordinator.rebalance.protocols: without `consumer`, KIP-848's APIs are neither advertised nor served"
+    )
     group_consumer_migration_policy: str = _opt(
         "bidirectional", "group.consumer.migration.policy", None, ("bidirectional", "upgrade", "downgrade", "disabled")
     )
@@ -258,6 +261,11 @@ class Config:
             raise ConfigError(f"{names('control')} is served on the metrics listener: it needs {names('metrics')}")
         self._validate_consumer_groups()
 
+    @property
+    def consumer_protocol_enabled(self) -> bool:
+        """KH-1: KIP-848 consumer groups are served (`consumer` in --group-coordinator-rebalance-protocols)."""
+        return "consumer" in {p.strip().lower() for p in self.group_coordinator_rebalance_protocols.split(",")}
+
     def _validate_consumer_groups(self) -> None:
         """Kafka's start-up checks of the group.consumer.* configs."""
         if self.group_consumer_session_timeout_ms < 1:
@@ -268,6 +276,9 @@ class Config:
             raise ConfigError(
                 f"{names('group_consumer_heartbeat_interval_ms')} must be less than {names('group_consumer_session_timeout_ms')}"
             )
+        protocols = {p.strip().lower() for p in self.group_coordinator_rebalance_protocols.split(",") if p.strip()}
+        if not protocols <= {"classic", "consumer"} or "classic" not in protocols:
+            raise ConfigError(f"{names('group_coordinator_rebalance_protocols')} must list classic, and may list consumer")
         if self.group_consumer_max_size < 1:
             raise ConfigError(f"{names('group_consumer_max_size')} must be at least 1")
         listed = [n.strip() for n in self.group_consumer_assignors.split(",") if n.strip()]

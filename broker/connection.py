@@ -304,7 +304,7 @@ class KafkaConnection(asyncio.Protocol):
                 # Kafka answers a too-new ApiVersions with a v0 body listing what is served.
                 from broker.apis.api_versions import unsupported_version_body
 
-                self.write_response(corr, False, unsupported_version_body())
+                self.write_response(corr, False, unsupported_version_body(self.broker.config.consumer_protocol_enabled))
                 return None
             raise CloseConnection(f"unsupported version {api_version} of {spec.name} (serves {spec.min_version}-{spec.max_version})")
         flexible = spec.flexible(api_version)

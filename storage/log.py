@@ -743,7 +743,7 @@ def complete_swap(directory: Path, base: int) -> None:
         return
     for entry in os.listdir(directory):
         stem, _, suffix = entry.partition(".")
-        if stem.isdigit() and base <= int(stem) < end and suffix in ("log", "index", "timeindex"):
+        if stem.isdigit() and base <= int(stem) < end and suffix in ("log", "index", "timeindex", "txnindex"):
             _unlink(directory / entry)
     os.replace(swap, directory / (name + LOG_SUFFIX))
     _unlink(range_file)

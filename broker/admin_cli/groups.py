@@ -563,14 +563,15 @@ def rebalance(args: argparse.Namespace, admin: Any) -> Result:
     error = _alter_error(answer)
     if error is not None:
         return Result(
-            {"group": args.group, "rebalanced": False, "error": error}, "", FAILED, [f"Group '{args.group}' was not rebalanced: {error}."]
+            {"group": args.group, "rebalanced": False, "error": error}, "", FAILED, [f"Group '{args.group}' was not rebalanced: {error}"]
         )
     text = f"Group '{args.group}': rebalance requested (group epoch bumped; members get the new target on their next heartbeat)."
     return Result({"group": args.group, "rebalanced": True, "error": None}, text)
 
 
 def _alter_error(answer: Any) -> str | None:
-    """The first error in an alter_configs answer, by Kafka's name; None when every resource succeeded."""
+    """The first error in kafka-python's alter_configs answer ({type: {name: result}}), None when every resource
+    succeeded. A failed resource's result is a string "[Error N] Name: message" (or an error class/instance)."""
     stack = [answer]
     while stack:
         item = stack.pop()
@@ -578,10 +579,12 @@ def _alter_error(answer: Any) -> str | None:
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
             stack.extend(item)
+        elif isinstance(item, str):
+            if item.startswith("[Error"):
+                return item.split("] ", 1)[-1]
         elif isinstance(item, type) and issubclass(item, Exception):
             if getattr(item, "errno", 0):
                 return _error_label(item)
-        elif isinstance(item, Exception):
-            if getattr(item, "errno", 0):
-                return _error_label(type(item))
+        elif isinstance(item, Exception) and getattr(item, "errno", 0):
+            return str(item)
     return None

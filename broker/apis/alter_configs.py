@@ -16,7 +16,9 @@ As Kafka's ConfigAdminManager and ConfigurationControlManager:
 - BROKER: "" is the cluster-wide default, this node's id the per-broker level; only dynamic
   configs (broker/dynamic/broker_configs.py), INVALID_CONFIG for others.
 - GROUP (IncrementalAlterConfigs only; AlterConfigs answers INVALID_REQUEST "Unsupported
-  resource type"): the group configs of broker/coordinator/group_configs.py.
+  resource type"): the group configs of broker/coordinator/group_configs.py, and kaflet's action
+  configs (GROUP_ACTIONS: SET `kaflet.rebalance` bumps a consumer group's epoch, issue 13), which
+  are run, never stored, and need the consumer group to exist (GROUP_ID_NOT_FOUND otherwise).
 - validate_only checks everything and changes nothing. Changes are persisted in the data dir
   and take effect at once (partition logs get their new LogConfig, a retention pass runs).
   A disk that cannot take the change answers KAFKA_STORAGE_ERROR.
@@ -34,6 +36,8 @@ from broker import topic_configs
 from broker.apis.describe_configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, _broker_id, _ResourceError
 from broker.config_types import ConfigError, ConfigType, parse, render
 from broker.context import RequestContext
+from broker.coordinator.errors import CoordinatorError, map_append_error
+from broker.coordinator.group_configs import GROUP_ACTIONS
 from broker.coordinator.group_configs import definitions as group_definitions
 from broker.dynamic import broker_configs as dynamic
 from broker.registry import api
@@ -174,7 +178,17 @@ def _incremental(target: _Target, ops: list[Any]) -> dict[str, str | None]:
     return configs
 
 
-def _alter(ctx: RequestContext, request: Any, incremental: bool) -> list[tuple[Any, ErrorCode, str | None]]:
+def _check_actions(ctx: RequestContext, group_id: str) -> None:
+    """An action needs a consumer group on this coordinator (else GROUP_ID_NOT_FOUND, or the routing error)."""
+    coordinator = ctx.broker.coordinator
+    if group_id not in coordinator.shard_for(group_id).consumer_groups:
+        raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
+
+def _alter(
+    ctx: RequestContext, request: Any, incremental: bool, waiters: list[Any] | None = None
+) -> list[tuple[Any, ErrorCode, str | None]]:
+    waiters = [] if waiters is None else waiters
     resources = list(request.resources or [])
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
     validate_only = bool(request.validate_only)
@@ -189,13 +203,32 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> list[tuple[A
             names = Counter(c.name for c in entries)
             if any(n > 1 for n in names.values()):
                 raise _ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            actions = []
+            if target.type == GROUP:
+                # kaflet's action configs (group_configs.GROUP_ACTIONS, issue 13): run, never stored.
+                actions = [c for c in entries if c.name in GROUP_ACTIONS]
+                entries = [c for c in entries if c.name not in GROUP_ACTIONS]
+                if any(c.config_operation != SET for c in actions):
+                    raise _ResourceError(ErrorCode.INVALID_REQUEST, f"{actions[0].name} can only be SET")
             if incremental:
                 new = _incremental(target, entries)
             else:
                 new = {c.name: c.value for c in entries}
             normalized = target.validate(new)
+            if actions:
+                _check_actions(ctx, target.name)
             if not validate_only:
-                target.apply(normalized)
+                if entries or not actions:
+                    target.apply(normalized)
+                for c in actions:
+                    waiter = getattr(ctx.broker.coordinator, GROUP_ACTIONS[c.name])(target.name)
+                    if waiter is not None:
+                        waiters.append(waiter)
+        except CoordinatorError as exc:
+            code = map_append_error(exc.code)  # a failed epoch-bump append answers as a failed heartbeat would
+            message = exc.args[0] if exc.args and exc.args[0] != exc.code.name and code is exc.code else code.message
+            results.append((resource, code, message))
+            continue
         except _ResourceError as exc:
             results.append((resource, exc.code, exc.message))
             continue
@@ -224,4 +257,18 @@ def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
 def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
     if _unknown_type(request):
         return _error_for(IncrementalAlterConfigsResponse)(request, ErrorCode.INVALID_REQUEST)
-    return _response(IncrementalAlterConfigsResponse, ctx.api_version, request, _alter(ctx, request, incremental=True))
+    waiters: list[Any] = []
+    response = _response(IncrementalAlterConfigsResponse, ctx.api_version, request, _alter(ctx, request, True, waiters))
+    if not waiters:
+        return response
+
+    async def durable() -> Any:
+        # An action's records (the group epoch bump) are durable before the answer, as a heartbeat's are.
+        for waiter in waiters:
+            try:
+                await waiter
+            except Exception:
+                return _error_for(IncrementalAlterConfigsResponse)(request, ErrorCode.NOT_COORDINATOR)
+        return response
+
+    return durable()

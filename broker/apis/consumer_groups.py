@@ -113,6 +113,8 @@ def validate_heartbeat(request: Any, version: int, assignor_names: list[str]) ->
 @api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, error_response=_hb_error, decoder=kip848_codec.decode_request)
 def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
+    if not ctx.broker.config.consumer_protocol_enabled:
+        return _failed(ctx, ErrorCode.UNSUPPORTED_VERSION, ErrorCode.UNSUPPORTED_VERSION.message)  # KH-1
     coordinator = ctx.broker.coordinator
     if not coordinator.active:
         return _failed(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message)
@@ -259,6 +261,8 @@ def describe_group(broker: Any, group: ConsumerGroup, include_ops: bool, default
 
 @api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, error_response=_describe_error)
 def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.broker.config.consumer_protocol_enabled:
+        return _describe_error(request, ErrorCode.UNSUPPORTED_VERSION)  # KH-1
     coordinator = ctx.broker.coordinator
     default = ctx.broker.config.group_consumer_assignors.split(",")[0]
     described = []

@@ -93,6 +93,37 @@ GROUP_CONFIG_DEFS: list[GroupConfigDef] = [
 ]
 
 
+def _one_of(*allowed: str) -> Check:
+    """Kafka's ConfigDef.ValidString."""
+
+    def check(name: str, value: Any, _values: Mapping[str, Any], _config: Config) -> None:
+        if value not in allowed:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(allowed)}")
+
+    return check
+
+
+# Issue 13 (kaflet only): the lag the lag-aware assignor counts for a partition the group never committed.
+GROUP_CONFIG_DEFS.append(
+    GroupConfigDef(
+        "lag.aware.uncommitted",
+        ConfigType.STRING,
+        "lag_aware_uncommitted",
+        "lag.aware.uncommitted",
+        "kaflet only: the lag the lag-aware assignor counts for a partition the group never committed: earliest (log end "
+        "minus log start) or latest (0).",
+        _one_of("earliest", "latest"),
+    )
+)
+
+# Group "configs" that are actions, not settings (kaflet only): a SET through IncrementalAlterConfigs runs the
+# GroupCoordinator method named here on the group and stores nothing; DescribeConfigs does not list them.
+# `kaflet.rebalance` (issue 13): Kafka has no API to rebalance a consumer group on demand; a group config write
+# is the one admin request every client library can already send for a group, so SET kaflet.rebalance (any
+# value) bumps the group epoch and the assignor runs again at the members' next heartbeats.
+GROUP_ACTIONS: dict[str, str] = {"kaflet.rebalance": "request_rebalance"}
+
+
 def definitions() -> dict[str, GroupConfigDef]:
     return {d.name: d for d in GROUP_CONFIG_DEFS}
 

@@ -122,6 +122,8 @@ def audit_frames(sources: Any, outputs: Any, committed: Any | None, timeline: An
     )
     produced = attributed.select(*key).distinct()
     lost = src.filter("processed").join(produced, key, "left_anti").select(*key, "source_time")
+    # Written, then summed up twice: computed once.
+    duplicates, lost = duplicates.cache(), lost.cache()
 
     per_src = src.groupBy("source_topic", "source_partition").agg(
         F.count(F.lit(1)).alias("source_records"), F.sum(F.col("processed").cast("int")).alias("processed_records")
@@ -176,7 +178,8 @@ def run_audit(spark: Any, opts: JobOptions, sources: list[str], outputs: list[st
         else:
             from pipeline.analytics.jobs import read_offsets_log
 
-            timeline = tl.derive_timeline(tl.group_events(read_offsets_log(spark, opts, streaming=False)))
+            records = tl.group_records(read_offsets_log(spark, opts, streaming=False)).cache()
+            timeline = tl.derive_all(tl.group_events(records), tl.consumer_group_events(records))
     frames = audit_frames(src, out, committed, timeline, group)
     for name, df in frames.items():
         df.write.mode("overwrite").parquet(opts.path(name))

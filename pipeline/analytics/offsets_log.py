@@ -253,3 +253,89 @@ def commits_of(batches: Iterator[Any]) -> Iterator[Any]:
 def group_records_of(batches: Iterator[Any]) -> Iterator[Any]:
     """mapInArrow: `__consumer_offsets` rows -> group_schema() rows."""
     return _rows(batches, decode_group, _finish_group, group_schema())
+
+
+# -- consumer-group (KIP-848) records, types 3-8 ------------------------------------------
+
+
+def consumer_group_schema() -> Any:
+    """One row per consumer-group record (types 3-8), tombstones included (`deleted`)."""
+    from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
+
+    def f(name: str, kind: Any) -> Any:
+        return StructField(name, kind, True)
+
+    parts = ArrayType(StructType([f("topic_id", StringType()), f("partition", IntegerType())]))
+    return StructType(
+        [
+            f("group", StringType()),
+            f("record_type", IntegerType()),
+            f("member_id", StringType()),
+            f("deleted", BooleanType()),
+            f("epoch", IntegerType()),  # types 3 and 6: the group's / the assignment's; type 8: the member's
+            f("instance_id", StringType()),
+            f("client_id", StringType()),
+            f("client_host", StringType()),
+            f("subscription", ArrayType(StringType())),
+            f("subscription_regex", StringType()),
+            f("rebalance_timeout_ms", IntegerType()),
+            f("server_assignor", StringType()),
+            f("member_state", IntegerType()),
+            f("assigned", parts),
+            f("pending_revocation", parts),
+            f("topics", ArrayType(StructType([f("topic_id", StringType()), f("name", StringType())]))),
+            f("offsets_partition", IntegerType()),
+            f("offsets_offset", LongType()),
+            f("record_time", TimestampType()),
+        ]
+    )
+
+
+def _parts(items: Any) -> list[dict[str, Any]]:
+    return [{"topic_id": str(topic_id), "partition": p} for topic_id, partitions in items for p in sorted(partitions)]
+
+
+def decode_consumer_group(key: bytes | None, value: bytes | None) -> dict[str, Any] | None:
+    """A consumer-group record's fields (module docstring), or None for other types and bad records."""
+    if key is None or len(key) < 2:
+        return None
+    try:
+        kind = orec.key_type(key)
+        if kind not in orec.CONSUMER_GROUP_RECORD_TYPES:
+            return None
+        _, group, member = orec.parse_consumer_group_key(key)
+        row: dict[str, Any] = {"group": group, "record_type": kind, "member_id": member, "deleted": value is None}
+        if value is None:
+            return row
+        if kind in (orec.CONSUMER_GROUP_METADATA_KEY, orec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY):
+            row["epoch"] = orec.parse_consumer_group_epoch_value(value)
+        elif kind == orec.CONSUMER_GROUP_PARTITION_METADATA_KEY:
+            row["topics"] = [
+                {"topic_id": str(t.topic_id), "name": t.name} for t in orec.parse_consumer_group_partition_metadata_value(value)
+            ]
+        elif kind == orec.CONSUMER_GROUP_MEMBER_METADATA_KEY:
+            m = orec.parse_consumer_member_metadata_value(value)
+            row.update(
+                instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscription=sorted(m.subscribed_topic_names),
+                subscription_regex=m.subscribed_topic_regex,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                server_assignor=m.server_assignor,
+            )
+        elif kind == orec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY:
+            row["assigned"] = _parts(orec.parse_consumer_target_assignment_value(value))
+        else:
+            v = orec.parse_consumer_current_assignment_value(value)
+            row.update(
+                epoch=v.member_epoch, member_state=v.state, assigned=_parts(v.assigned), pending_revocation=_parts(v.pending_revocation)
+            )
+        return row
+    except orec.RecordFormatError:
+        return None
+
+
+def consumer_group_records_of(batches: Iterator[Any]) -> Iterator[Any]:
+    """mapInArrow: `__consumer_offsets` rows -> consumer_group_schema() rows."""
+    return _rows(batches, decode_consumer_group, lambda row: row, consumer_group_schema())

@@ -111,6 +111,7 @@ def derive_timeline(events: Any) -> Any:
     )
     return timeline.select(
         "group",
+        F.lit("classic").alias("group_type"),
         "incarnation",
         "generation",
         "state",
@@ -128,26 +129,254 @@ def derive_timeline(events: Any) -> Any:
         "joined",
         "left",
         "deleted_time",
-    ).orderBy("group", "incarnation", "generation")
+    )
 
 
-def read_events(spark: Any, opts: JobOptions) -> Any:
-    return spark.read.schema(offsets_log.group_schema()).parquet(opts.path(EVENTS))
+def group_records(raw: Any) -> Any:
+    """The GroupMetadata and consumer-group records (key type 2-8) of a `__consumer_offsets`
+    DataFrame, filtered in the JVM so that the commits (most of the log) never reach Python."""
+    from pyspark.sql import functions as F
+
+    kind = F.conv(F.hex(F.substring("key", 1, 2)), 16, 10).cast("int")
+    return raw.select("key", "value", "partition", "offset", "timestamp").filter(kind.between(2, 8))
+
+
+def _read(spark: Any, path: str, schema: Any) -> Any:
+    from pathlib import Path
+
+    if not Path(path).exists() and "://" not in path:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(path)
+
+
+def derive_all(classic_events: Any, consumer_events: Any) -> Any:
+    # Unordered: a reader sorts (the report does); one shuffle less per micro-batch.
+    return derive_timeline(classic_events).unionByName(derive_consumer_timeline(consumer_events))
 
 
 def write_timeline(spark: Any, opts: JobOptions) -> None:
-    derive_timeline(read_events(spark, opts)).write.mode("overwrite").parquet(opts.path(NAME))
+    classic = _read(spark, opts.path(EVENTS), offsets_log.group_schema())
+    consumer = _read(spark, opts.path(CONSUMER_EVENTS), offsets_log.consumer_group_schema())
+    derive_all(classic, consumer).write.mode("overwrite").parquet(opts.path(NAME))
 
 
 def run_rebalance_timeline(spark: Any, opts: JobOptions) -> None:
-    from pathlib import Path
-
     def batch(df: Any, batch_id: int) -> None:
-        # A replayed batch (a restart after a failure) overwrites its own directory.
-        df.write.mode("overwrite").parquet(f"{opts.path(EVENTS)}/batch={batch_id}")
+        # A replayed batch (a restart after a failure) overwrites its own directories.
+        df.persist()
+        try:
+            group_events(df).write.mode("overwrite").parquet(f"{opts.path(EVENTS)}/batch={batch_id}")
+            consumer_group_events(df).write.mode("overwrite").parquet(f"{opts.path(CONSUMER_EVENTS)}/batch={batch_id}")
+        finally:
+            df.unpersist()
         write_timeline(df.sparkSession, opts)
 
-    writer = group_events(read_offsets_log(spark, opts, streaming=True)).writeStream.foreachBatch(batch)
+    writer = group_records(read_offsets_log(spark, opts, streaming=True)).writeStream.foreachBatch(batch)
     run(writer, opts, NAME)
-    if not Path(opts.path(NAME)).exists() and Path(opts.path(EVENTS)).exists():
-        write_timeline(spark, opts)
+
+
+# -- consumer groups (KIP-848): generations are group epochs -----------------------------
+
+CONSUMER_EVENTS = "consumer_group_events"
+
+
+def timeline_schema() -> Any:
+    from pyspark.sql.types import ArrayType, DoubleType, IntegerType, StringType, StructField, StructType, TimestampType
+
+    member = next(f.dataType.elementType for f in offsets_log.group_schema().fields if f.name == "members")
+
+    def f(name: str, kind: Any) -> Any:
+        return StructField(name, kind, True)
+
+    return StructType(
+        [
+            f("group", StringType()),
+            f("group_type", StringType()),
+            f("incarnation", IntegerType()),
+            f("generation", IntegerType()),
+            f("state", StringType()),
+            f("start_time", TimestampType()),
+            f("stable_time", TimestampType()),
+            f("end_time", TimestampType()),
+            f("sync_ms", DoubleType()),
+            f("not_stable_ms", DoubleType()),
+            f("since_previous_stable_ms", DoubleType()),
+            f("protocol_type", StringType()),
+            f("protocol", StringType()),
+            f("leader", StringType()),
+            f("member_count", IntegerType()),
+            f("members", ArrayType(member)),
+            f("joined", ArrayType(StringType())),
+            f("left", ArrayType(StringType())),
+            f("deleted_time", TimestampType()),
+        ]
+    )
+
+
+def _ms_between(a: Any, b: Any) -> float | None:
+    return None if a is None or b is None else round((a - b).total_seconds() * 1000, 3)
+
+
+class _ConsumerGroup:
+    """One consumer group's state, replayed record by record in log order (as the coordinator
+    replays it), emitting a row per group epoch. An epoch's group is stable once every member's
+    current assignment (type 8) is at that epoch or later, in state STABLE with nothing pending
+    revocation, and equal to its target assignment (type 7)."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self.incarnation = 0
+        self.reset()
+        self.out: list[dict[str, Any]] = []
+
+    def reset(self) -> None:
+        self.members: dict[str, dict[str, Any]] = {}
+        self.target: dict[str, list[dict[str, Any]]] = {}
+        self.current: dict[str, dict[str, Any]] = {}
+        self.names: dict[str, str] = {}
+        self.gen: dict[str, Any] | None = None
+        self.previous_ids: list[str] = []
+        self.previous_stable: Any = None
+
+    def member_rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for mid in sorted(self.members):
+            m = self.members[mid]
+            parts = [{"topic": self.names.get(p["topic_id"], p["topic_id"]), "partition": p["partition"]} for p in self.target.get(mid, [])]
+            rows.append(
+                {
+                    "member_id": mid,
+                    "group_instance_id": m.get("instance_id"),
+                    "client_id": m.get("client_id"),
+                    "client_host": m.get("client_host"),
+                    "rebalance_timeout_ms": m.get("rebalance_timeout_ms"),
+                    "session_timeout_ms": None,
+                    "subscription": m.get("subscription"),
+                    "assignment": sorted(parts, key=lambda tp: (tp["topic"], tp["partition"])),
+                }
+            )
+        return rows
+
+    def close(self, when: Any, deleted: bool = False) -> None:
+        g = self.gen
+        if g is None:
+            return
+        ids = [m["member_id"] for m in g["members"]]
+        state = "Stable" if g["stable_time"] is not None else ("Empty" if not ids else "Reconciling")
+        sync = _ms_between(g["stable_time"], g["start_time"])
+        self.out.append(
+            {
+                "group": self.group,
+                "group_type": "consumer",
+                "incarnation": self.incarnation,
+                "generation": g["epoch"],
+                "state": state,
+                "start_time": g["start_time"],
+                "stable_time": g["stable_time"],
+                "end_time": when,
+                "sync_ms": sync,
+                "not_stable_ms": sync,
+                "since_previous_stable_ms": _ms_between(g["stable_time"], self.previous_stable),
+                "protocol_type": "consumer",
+                "protocol": g["assignor"],
+                "leader": None,
+                "member_count": len(ids),
+                "members": g["members"],
+                "joined": [m for m in ids if m not in self.previous_ids],
+                "left": [m for m in self.previous_ids if m not in ids],
+                "deleted_time": when if deleted else None,
+            }
+        )
+        self.previous_ids = ids
+        if g["stable_time"] is not None:
+            self.previous_stable = g["stable_time"]
+        self.gen = None
+
+    def snapshot(self, g: dict[str, Any]) -> None:
+        """The generation's members and assignor as they are now (its stable moment, or its end)."""
+        g["members"] = self.member_rows()
+        # The assignor most members named (the coordinator's choice, KA-1); None: the broker's default.
+        named = [m["server_assignor"] for m in self.members.values() if m.get("server_assignor")]
+        g["assignor"] = max(sorted(set(named)), key=named.count) if named else None
+
+    def converged(self) -> bool:
+        g = self.gen
+        if g is None or not self.members:
+            return False
+        for mid in self.members:
+            cur = self.current.get(mid)
+            if cur is None or (cur["epoch"] or 0) < g["epoch"] or cur["member_state"] != 0 or cur["pending_revocation"]:
+                return False
+            if sorted((p["topic_id"], p["partition"]) for p in cur["assigned"] or []) != sorted(
+                (p["topic_id"], p["partition"]) for p in self.target.get(mid, [])
+            ):
+                return False
+        return True
+
+    def apply(self, row: dict[str, Any]) -> None:
+        kind, mid, t = row["record_type"], row["member_id"], row["record_time"]
+        if kind == 3:
+            if row["deleted"]:
+                self.close(t, deleted=True)
+                self.incarnation += 1
+                self.reset()
+                return
+            self.close(t)
+            self.gen = {"epoch": row["epoch"], "start_time": t, "stable_time": None, "members": [], "assignor": None}
+        elif kind == 4 and not row["deleted"]:
+            self.names.update({x["topic_id"]: x["name"] for x in row["topics"] or []})
+        elif kind == 5:
+            if row["deleted"]:
+                self.members.pop(mid, None)
+            else:
+                self.members[mid] = row
+        elif kind == 7:
+            if row["deleted"]:
+                self.target.pop(mid, None)
+            else:
+                self.target[mid] = row["assigned"] or []
+        elif kind == 8:
+            if row["deleted"]:
+                self.current.pop(mid, None)
+            else:
+                self.current[mid] = row
+        g = self.gen
+        if g is None or g["stable_time"] is not None:
+            return
+        # Members and assignments as they stand: at the stable moment, or for a generation that
+        # never becomes stable, as they were before the departures that end it.
+        if not row["deleted"]:
+            self.snapshot(g)
+        if self.converged():
+            g["stable_time"] = t
+            self.snapshot(g)
+
+
+def consumer_group_generations(batches: Any) -> Any:
+    """mapInArrow over consumer-group events sorted by (group, log position) within each task."""
+    import pyarrow as pa
+
+    schema = offsets_log.arrow_schema(timeline_schema())
+    current: _ConsumerGroup | None = None
+    for batch in batches:
+        for row in batch.to_pylist():
+            if current is None or current.group != row["group"]:
+                if current is not None:
+                    current.close(None)
+                    yield pa.RecordBatch.from_pylist(current.out, schema=schema)
+                current = _ConsumerGroup(row["group"])
+            current.apply(row)
+    if current is not None:
+        current.close(None)
+        yield pa.RecordBatch.from_pylist(current.out, schema=schema)
+
+
+def consumer_group_events(raw: Any) -> Any:
+    return raw.select("key", "value", "partition", "offset", "timestamp").mapInArrow(
+        offsets_log.consumer_group_records_of, offsets_log.consumer_group_schema()
+    )
+
+
+def derive_consumer_timeline(events: Any) -> Any:
+    ordered = events.repartition("group").sortWithinPartitions("group", "offsets_partition", "offsets_offset")
+    return ordered.mapInArrow(consumer_group_generations, timeline_schema())

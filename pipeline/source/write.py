@@ -95,6 +95,9 @@ def produce_batches(opts: WriteOptions, batches: Iterator[Any]) -> int:
         "bootstrap.servers": opts.bootstrap,
         "enable.idempotence": True,
         "linger.ms": 5,
+        # Only failures come back: a callback per acknowledged record would cost more than the produce.
+        "delivery.report.only.error": True,
+        "on_delivery": delivered,
         "error_cb": lambda e: errors.append(str(e)),
         "logger": LOG,
     }
@@ -120,20 +123,26 @@ def produce_batches(opts: WriteOptions, batches: Iterator[Any]) -> int:
         parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
         heads = batch.column(names.index("headers")).to_pylist() if "headers" in names else None
         produce = producer.produce
-        for i in range(n):
-            kw: dict[str, Any] = {}
-            if parts is not None and parts[i] is not None:
-                kw["partition"] = parts[i]
-            if heads is not None and heads[i]:
-                kw["headers"] = [(h["key"], h["value"]) for h in heads[i]]
-            while True:
-                try:
-                    produce(topics[i], values[i], keys[i], on_delivery=delivered, **kw)
-                    break
-                except BufferError:  # the local queue is full: serve callbacks, then retry
-                    producer.poll(0.05)
-            if failures:
-                break
+        if parts is None and heads is None:
+            for topic, value, key in zip(topics, values, keys, strict=True):
+                while True:
+                    try:
+                        produce(topic, value, key)
+                        break
+                    except BufferError:  # the local queue is full: serve callbacks, then retry
+                        producer.poll(0.05)
+        else:
+            parts = parts or [None] * n
+            heads = heads or [None] * n
+            for topic, value, key, part, head in zip(topics, values, keys, parts, heads, strict=True):
+                # partition -1: the producer's partitioner chooses (librdkafka's RD_KAFKA_PARTITION_UA)
+                hs = [(h["key"], h["value"]) for h in head] if head else None
+                while True:
+                    try:
+                        produce(topic, value, key, -1 if part is None else part, headers=hs)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
         count += n
         producer.poll(0)
         if failures:

@@ -116,12 +116,12 @@ def test_three_consumers_on_an_unevenly_filled_topic_get_the_lag_balanced_assign
     never_owned_twice(members)
 
 
-def test_a_requested_rebalance_moves_the_consumers_to_the_new_balance_and_every_record_is_consumed(
+def test_kaflet_groups_rebalance_moves_the_consumers_to_the_new_balance_and_every_record_is_consumed(
     broker_thread: Callable[..., Any], agents: Agents
 ) -> None:
-    """New uneven produce changes no assignment by itself; a requested rebalance (GroupCoordinator.request_rebalance,
-    what `kaflet groups rebalance` asks for) bumps the group epoch, and the consumers move to the balance of the lags
-    now, at-least-once processing throughout."""
+    """New uneven produce changes no assignment by itself; `kaflet groups rebalance` (IncrementalAlterConfigs SET
+    kaflet.rebalance on the group) bumps the group epoch, and the consumers move to the balance of the lags now,
+    at-least-once processing throughout."""
     bt = broker_thread(
         group_consumer_assignors="uniform,range,lag-aware", group_consumer_session_timeout_ms=10_000, metrics=True, metrics_port=0
     )
@@ -160,7 +160,7 @@ def test_a_requested_rebalance_moves_the_consumers_to_the_new_balance_and_every_
     assert {m["member_id"]: m["assigned_lag"] for m in described["groups"][0]["members"]} == held
     series = scrape(bt.metrics_address).series("kaflet_consumergroup_member_assigned_lag", group=GROUP)
     assert {dict(labels)["member"]: value for labels, value in series.items()} == held
-    bt.run(lambda broker: broker.coordinator.request_rebalance(GROUP))
+    assert kaflet(bt.bootstrap, "groups", "rebalance", "--group", GROUP)["rebalanced"] is True
     wait_until(lambda: epochs()[1:] == (epoch + 1, epoch + 1), timeout=30, message="the target for the new group epoch")
     for m in members:
         m.send("resume")
@@ -169,3 +169,22 @@ def test_a_requested_rebalance_moves_the_consumers_to_the_new_balance_and_every_
     wanted = {(p, o) for p in range(PARTITIONS) for o in range(ends[p])}
     wait_until(lambda: wanted <= consumed(members), timeout=60, message="every record consumed")
     never_owned_twice(members)
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "broker",
+            "groups",
+            "rebalance",
+            "--group",
+            "nobody",
+            "--bootstrap-server",
+            bt.bootstrap,
+            "--output",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1 and json.loads(refused.stdout)["error"] == "GroupIdNotFoundError: Group nobody is not a consumer group."

@@ -38,6 +38,9 @@ def spark() -> Iterator[Any]:
             "spark.sql.streaming.stopTimeout": "30s",
             # Tests read back what they wrote at once; no adaptive re-planning to wait for.
             "spark.sql.adaptive.enabled": "false",
+            # The suite's jobs are small and short: the JVM's quick compiler only and the serial
+            # collector start Spark and its first jobs in about half the time on two busy cores.
+            "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
         },
     )
     yield spark

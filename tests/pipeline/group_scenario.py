@@ -261,3 +261,79 @@ def run_scenario(bootstrap: str, between: Any = None) -> Scenario:
         d.close()
         d.producer.flush(10)
     return d.s
+
+
+# -- a KIP-848 consumer group ------------------------------------------------------------
+
+CG_TOPIC = "clicks"
+CG_GROUP = "click-readers"
+
+
+def run_consumer_group_scenario(bootstrap: str) -> list[dict[str, tuple[str, set[TP]]]]:
+    """Consumers with group.protocol=consumer: r1 joins, r2 joins, r1 leaves, r2 leaves. Returns
+    each settled step's members as DescribeGroups shows them (member id -> client id, assignment)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(CG_TOPIC, PARTITIONS, 1)])[CG_TOPIC].result(30)
+    consumers: dict[str, Consumer] = {}
+    steps: list[dict[str, tuple[str, set[TP]]]] = []
+
+    def settle() -> None:
+        last: list[Any] = [None]
+
+        def settled() -> dict[str, tuple[str, set[TP]]] | None:
+            for c in consumers.values():
+                c.poll(0.05)
+            try:
+                d = admin.describe_consumer_groups([CG_GROUP])[CG_GROUP].result(10)
+            except KafkaException as exc:
+                last[0] = exc
+                return None
+            last[0] = d
+            want = ConsumerGroupState.STABLE if consumers else ConsumerGroupState.EMPTY
+            if d.state != want or len(d.members) != len(consumers):
+                return None
+            members = {}
+            for m in d.members:
+                current = {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
+                target = {(tp.topic, tp.partition) for tp in m.target_assignment.topic_partitions} if m.target_assignment else current
+                if current != target:
+                    return None
+                members[m.member_id] = (m.client_id, current)
+            for c in consumers.values():
+                mine = members.get(c.memberid())
+                if mine is None or {(tp.topic, tp.partition) for tp in c.assignment()} != mine[1]:
+                    return None
+            if consumers and set().union(*(parts for _, parts in members.values())) != {(CG_TOPIC, p) for p in range(PARTITIONS)}:
+                return None
+            return members or {"": ("", set())}
+
+        got = wait_until(settled, timeout=60, interval=0.05, message=lambda: f"consumer group step {len(steps)} to settle: {last[0]}")
+        steps.append({} if "" in got else got)
+
+    def join(name: str) -> None:
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": CG_GROUP,
+                "client.id": name,
+                "group.protocol": "consumer",
+                "group.remote.assignor": "range",
+                "enable.auto.commit": False,
+            }
+        )
+        c.subscribe([CG_TOPIC])
+        consumers[name] = c
+
+    try:
+        join("r1")
+        settle()
+        join("r2")
+        settle()
+        consumers.pop("r1").close()
+        settle()
+        consumers.pop("r2").close()
+        settle()
+    finally:
+        for c in consumers.values():
+            c.close()
+    return steps

@@ -27,7 +27,7 @@ from pipeline.analytics import lag, timeline
 from pipeline.analytics.cli import main
 from pipeline.analytics.jobs import JobOptions
 from storage import offsets_records as orec
-from tests.pipeline.group_scenario import GROUP, OUTPUT, SOURCE, Scenario, run_scenario
+from tests.pipeline.group_scenario import CG_GROUP, CG_TOPIC, GROUP, OUTPUT, SOURCE, Scenario, run_consumer_group_scenario, run_scenario
 from tests.support.procs import BrokerProcess
 from tests.support.waiting import wait_until
 
@@ -41,6 +41,7 @@ class World:
     scenario: Scenario
     first_run_commits: int  # commits the first --once runs saw
     records_after_compaction: Counter[str]
+    consumer_group_steps: list[dict[str, tuple[str, set[tuple[str, int]]]]]
 
 
 def offsets_log_records(bootstrap: str) -> list[tuple[bytes, bytes | None]]:
@@ -88,6 +89,7 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worl
     try:
         t0 = time.monotonic()
         scenario = run_scenario(broker.bootstrap)
+        consumer_group_steps = run_consumer_group_scenario(broker.bootstrap)
         print(f"scenario: {time.monotonic() - t0:.1f} s", file=sys.stderr)
         first_runs(spark, broker.bootstrap, out)
         first = len(scenario.commits)
@@ -119,7 +121,7 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worl
             GROUP,
         )
         print(f"audit: {time.monotonic() - t0:.1f} s", file=sys.stderr)
-        yield World(broker, out, scenario, first, left)
+        yield World(broker, out, scenario, first, left, consumer_group_steps)
     finally:
         broker.stop()
 
@@ -200,6 +202,30 @@ def test_rebalance_timeline_matches_the_broker(spark: Any, world: World) -> None
     assert got[1]["since_previous_stable_ms"] >= got[1]["sync_ms"]
 
 
+def test_rebalance_timeline_follows_a_consumer_group_through_its_epochs(spark: Any, world: World) -> None:
+    """A KIP-848 group's generations are its group epochs, from records 3-8: each step the test
+    saw settled is the generation of some epoch, stable once every member had reconciled."""
+    got = sorted((r for r in rows(spark, world.out, timeline.NAME) if r["group"] == CG_GROUP), key=lambda r: r["generation"])
+    assert got and all(r["group_type"] == "consumer" and r["incarnation"] == 0 for r in got)
+    epochs = [r["generation"] for r in got]
+    assert epochs == sorted(set(epochs)) and epochs[0] >= 1
+    stable = [r for r in got if r["state"] == "Stable"]
+    seen = [
+        {m["member_id"]: (m["client_id"], {(tp["topic"], tp["partition"]) for tp in m["assignment"]}) for m in r["members"]} for r in stable
+    ]
+    # Every settled step is a stable generation, in order (a step may span no other stable epoch).
+    steps = [s for s in world.consumer_group_steps if s]
+    it = iter(seen)
+    assert all(any(step == g for g in it) for step in steps), (steps, seen)
+    for r in stable:
+        assert r["start_time"] <= r["stable_time"] and r["not_stable_ms"] == r["sync_ms"] == ms(r["stable_time"]) - ms(r["start_time"])
+        assert r["protocol"] == "range" and r["leader"] is None  # the assignor the members named
+        assert all(m["subscription"] == [CG_TOPIC] for m in r["members"])
+    assert got[-1]["state"] == "Empty" and got[-1]["members"] == [] and got[-1]["end_time"] is None
+    for a, b in itertools.pairwise(got):
+        assert a["end_time"] == b["start_time"]
+
+
 def world_gen0_start(spark: Any, world: World) -> Any:
     return next(r["start_time"] for r in rows(spark, world.out, timeline.NAME) if r["group"] == GROUP and r["generation"] == 0)
 
@@ -254,10 +280,13 @@ def test_report_renders_with_png_images(world: World) -> None:
 
 
 def test_lag_history_runs_until_stopped(spark: Any, world: World, tmp_path: Path) -> None:
-    """Without --once the query keeps appending commits made while it runs, then stops on request."""
+    """Without --once the query keeps appending commits made while it runs (one of them to a
+    topic deleted since: its lag is unknown, and the query goes on), then stops on request."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
     opts = JobOptions(world.broker.bootstrap, str(tmp_path), interval_s=0.5)
-    if not world.broker.alive:
-        pytest.skip("the scenario's broker is gone")
+    admin = AdminClient({"bootstrap.servers": world.broker.bootstrap})
+    admin.create_topics([NewTopic("gone", 1, 1)])["gone"].result(30)
     errors: list[BaseException] = []
 
     def target() -> None:
@@ -270,19 +299,29 @@ def test_lag_history_runs_until_stopped(spark: Any, world: World, tmp_path: Path
     runner.start()
     c = Consumer({"bootstrap.servers": world.broker.bootstrap, "group.id": "late-group", "enable.auto.commit": False})
     try:
+        c.commit(offsets=[TopicPartition("gone", 0, 0)], asynchronous=False)
+        admin.delete_topics(["gone"])["gone"].result(30)
         for offset in (1, 2, 3):
             c.commit(offsets=[TopicPartition(SOURCE, 0, offset)], asynchronous=False)
 
-        def seen() -> bool:
+        def seen() -> list[dict[str, Any]] | None:
             assert not errors, errors
             if not (tmp_path / lag.NAME / "_spark_metadata").exists():
-                return False
+                return None
             got = [r for r in rows(spark, tmp_path, lag.NAME) if r["group"] == "late-group"]
-            return sorted(r["committed_offset"] for r in got) == [1, 2, 3]
+            return (
+                got
+                if sorted((r["topic"], r["committed_offset"]) for r in got) == [("gone", 0), (SOURCE, 1), (SOURCE, 2), (SOURCE, 3)]
+                else None
+            )
 
-        wait_until(seen, timeout=90, interval=0.5, message="the running query to append the late commits")
+        got = wait_until(seen, timeout=90, interval=0.5, message="the running query to append the late commits")
     finally:
         c.close()
         opts.stop.set()
         runner.join(60)
     assert not runner.is_alive() and not errors
+    gone = next(r for r in got if r["topic"] == "gone")
+    assert gone["lag_records"] is None and gone["lag_seconds"] is None and gone["log_end_offset"] is None
+    records = len(world.scenario.produced[(SOURCE, 0)])
+    assert sorted(r["lag_records"] for r in got if r["topic"] == SOURCE) == [records - 3, records - 2, records - 1]

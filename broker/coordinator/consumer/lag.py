@@ -20,28 +20,9 @@ EARLIEST = "earliest"
 LATEST = "latest"
 MODES = (EARLIEST, LATEST)
 GROUP_CONFIG = "lag.aware.uncommitted"
+# Both are group configs (broker/coordinator/group_configs.py): lag.aware.uncommitted a setting, kaflet.rebalance
+# an action (GROUP_ACTIONS) that bumps the group epoch.
 REBALANCE_CONFIG = "kaflet.rebalance"
-
-# The group configs issue 13 adds, for the registry of group config definitions (broker/coordinator/
-# group_configs.py, served by IncrementalAlterConfigs / DescribeConfigs on the GROUP resource).
-# `kaflet.rebalance` is an action rather than a setting: Kafka has no API to rebalance a group on demand, and
-# IncrementalAlterConfigs on GROUP is the one admin request every client library can already send for a group,
-# so a SET of it (any value) asks the coordinator to bump the group epoch (GroupCoordinator.request_rebalance,
-# as a subscription change does) and nothing is stored; DescribeConfigs does not list it.
-GROUP_CONFIG_DEFS: dict[str, dict[str, Any]] = {
-    GROUP_CONFIG: {
-        "type": "STRING",
-        "valid": MODES,
-        "broker_default": "lag_aware_uncommitted",  # the Config field whose value is the default
-        "doc": "The lag the lag-aware assignor counts for a partition the group never committed: earliest (log end minus "
-        "log start) or latest (0).",
-    },
-    REBALANCE_CONFIG: {
-        "type": "STRING",
-        "action": "request_rebalance",  # GroupCoordinator method called on SET; never stored
-        "doc": "kaflet only: setting it (any value) bumps the group epoch, so the assignor runs again now.",
-    },
-}
 
 Lag = Callable[[str, int], int]
 _OFFSET = struct.Struct(">q")  # OffsetCommitValue: int16 version, then int64 offset

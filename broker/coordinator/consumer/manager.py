@@ -116,10 +116,9 @@ class ConsumerGroupManager:
     # -- configuration --------------------------------------------------------------------
 
     def _group_config(self, group_id: str, name: str) -> int | None:
-        """Per-group dynamic configs (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`).
-
-        The hook for broker/coordinator/group_configs.py (IncrementalAlterConfigs on GROUP
-        resources): until a group has its own value, the broker defaults apply."""
+        """Per-group dynamic configs (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`,
+        set by IncrementalAlterConfigs on the GROUP resource: broker/coordinator/group_configs.py);
+        None when the group has none, and the broker default applies (KH-11, KH-12)."""
         configs = getattr(self.shard.service, "group_configs", None)
         if configs is None:
             return None

@@ -296,3 +296,56 @@ async def test_regex_subscription_resolved_and_re_resolved(broker: Broker, raw: 
     assert a.owned == {topic_id(broker, "orders-1"): [0, 1], topic_id(broker, "orders-2"): [0]}
     d = await describe_one(client, "g")
     assert d.members[0].subscribed_topic_regex == "orders-.*"
+
+
+@pytest.mark.broker_config(group_coordinator_rebalance_protocols="classic")
+async def test_kh_1_without_consumer_in_rebalance_protocols(broker: Broker, raw: Any) -> None:
+    """Neither advertised nor served: UNSUPPORTED_VERSION (librdkafka then refuses group.protocol=consumer)."""
+    from protocol.apis import request_class
+    from tests.support.consumer_groups import describe
+
+    client = await raw()
+    resp = await client.request(request_class(18)(version=3, client_software_name="t", client_software_version="1"), version=3)
+    assert not {68, 69} & {k.api_key for k in resp.api_keys}
+    broker.topics.create("t", 1)
+    assert (await CgMember(client, "g", ["t"]).join()).error_code == 35
+    assert (await describe(client, "g")).groups[0].error_code == 35
+
+
+@pytest.mark.broker_config(group_consumer_min_session_timeout_ms=100, group_consumer_min_heartbeat_interval_ms=10)
+async def test_kh_11_kh_12_group_configs_override_the_broker_defaults(broker: Broker, raw: Any) -> None:
+    """`consumer.heartbeat.interval.ms` and `consumer.session.timeout.ms` set on the GROUP resource
+    (IncrementalAlterConfigs) replace the broker's group.consumer.* defaults for that group."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+
+    from tests.support.waiting import async_wait_until
+
+    broker.topics.create("t", 1)
+    client = await raw()
+    r = IncrementalAlterConfigsRequest.AlterConfigsResource
+    req = IncrementalAlterConfigsRequest[1](
+        resources=[
+            r(
+                resource_type=32,  # GROUP
+                resource_name="g",
+                configs=[
+                    r.AlterableConfig(name="consumer.heartbeat.interval.ms", config_operation=0, value="40"),
+                    r.AlterableConfig(name="consumer.session.timeout.ms", config_operation=0, value="300"),
+                ],
+            )
+        ],
+        validate_only=False,
+    )
+    resp = await client.request(req)
+    assert [x.error_code for x in resp.responses] == [NONE], resp
+    a = CgMember(client, "g", ["t"], member_id="a")
+    assert (await a.join()).heartbeat_interval_ms == 40
+    other = CgMember(client, "other", ["t"])
+    assert (await other.join()).heartbeat_interval_ms == broker.config.group_consumer_heartbeat_interval_ms
+
+    async def expired() -> bool:
+        return (await describe_one(client, "g")).members == []
+
+    await async_wait_until(expired, timeout=10, message="the group's 300 ms session to expire")
+    await other.beat()
+    assert [m.member_id for m in (await describe_one(client, "other")).members] == [other.member_id]  # 45 s session

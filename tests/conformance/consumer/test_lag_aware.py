@@ -136,3 +136,52 @@ async def test_rebalance_of_an_unknown_group_is_refused(broker: Broker) -> None:
     with pytest.raises(CoordinatorError) as err:
         broker.coordinator.request_rebalance("nobody")
     assert err.value.code is ErrorCode.GROUP_ID_NOT_FOUND
+
+
+# -- through IncrementalAlterConfigs on the GROUP resource ------------------------------------------
+
+
+@pytest.mark.broker_config(**LAG_AWARE)
+async def test_lag_aware_uncommitted_group_config_wins_over_the_broker_default(broker: Broker, raw: Callable[..., Any]) -> None:
+    from tests.limits.test_alter_configs import DEFAULT, GROUP, GROUP_CONFIG, SET, describe, incremental, results
+
+    broker.topics.create("t", 3)
+    client = await raw()
+    await fill(client, "t", [100, 60, 50])
+    configs = await describe(client, GROUP, "g", ["lag.aware.uncommitted"])
+    assert configs["lag.aware.uncommitted"].value == "earliest" and configs["lag.aware.uncommitted"].config_source == DEFAULT
+    bad = await client.request(incremental([(GROUP, "g", [("lag.aware.uncommitted", SET, "oldest")])]))
+    assert results(bad) == [(40, "Invalid value oldest for configuration lag.aware.uncommitted: String must be one of: earliest, latest")]
+    done = await client.request(incremental([(GROUP, "g", [("lag.aware.uncommitted", SET, "latest")])]))
+    assert results(done) == [(0, None)]
+    configs = await describe(client, GROUP, "g", ["lag.aware.uncommitted"])
+    assert configs["lag.aware.uncommitted"].value == "latest" and configs["lag.aware.uncommitted"].config_source == GROUP_CONFIG
+    c0, c1 = await two_members(broker, raw)
+    assert owned(broker, c0) == {0, 2} and owned(broker, c1) == {1}  # as with --lag-aware-uncommitted latest
+
+
+@pytest.mark.broker_config(**LAG_AWARE)
+async def test_kaflet_rebalance_group_config_bumps_the_group_epoch(broker: Broker, raw: Callable[..., Any]) -> None:
+    from tests.limits.test_alter_configs import DELETE, GROUP, SET, describe, incremental, results
+
+    broker.topics.create("t", 3)
+    client = await raw()
+    await fill(client, "t", [100, 60, 50])
+    c0, c1 = await two_members(broker, raw)
+    group = broker.coordinator.shard_for("g").consumer_groups["g"]
+    epoch = group.group_epoch
+
+    checked = await client.request(incremental([(GROUP, "g", [("kaflet.rebalance", SET, "now")])], validate_only=True))
+    assert results(checked) == [(0, None)] and group.group_epoch == epoch
+    done = await client.request(incremental([(GROUP, "g", [("kaflet.rebalance", SET, "now")])]))
+    assert results(done) == [(0, None)] and group.group_epoch == epoch + 1
+    await converge([c0, c1])
+    assert group.assignment_epoch == epoch + 1
+    assert "kaflet.rebalance" not in await describe(client, GROUP, "g")  # an action, never stored
+    assert broker.coordinator.group_configs.get("g") == {}
+
+    unknown = await client.request(incremental([(GROUP, "nobody", [("kaflet.rebalance", SET, "now")])]))
+    assert results(unknown) == [(69, "Group nobody is not a consumer group.")]  # GROUP_ID_NOT_FOUND
+    deleted = await client.request(incremental([(GROUP, "g", [("kaflet.rebalance", DELETE, None)])]))
+    assert results(deleted) == [(42, "kaflet.rebalance can only be SET")]  # INVALID_REQUEST
+    assert group.group_epoch == epoch + 1
