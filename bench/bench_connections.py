@@ -31,11 +31,16 @@ def _api_versions_frame() -> bytes:
     return wire.encode(ApiVersionsRequest[0](), 1)
 
 
-def _open_idle(bootstrap: str, n: int) -> list[socket.socket]:
+def _open_idle(bootstrap: str, n: int, budget_s: float) -> list[socket.socket]:
     host, port = bootstrap.rsplit(":", 1)
     frame = _api_versions_frame()
-    socks = []
+    socks: list[socket.socket] = []
+    deadline = time.monotonic() + budget_s
     for _ in range(n):
+        if time.monotonic() > deadline:
+            for s in socks:
+                s.close()
+            raise TimeoutError(f"only {len(socks)} connections within {budget_s:.0f} s")
         s = socket.create_connection((host, int(port)), timeout=5)
         s.sendall(frame)
         socks.append(s)
@@ -55,9 +60,9 @@ def _read(s: socket.socket, n: int) -> bytes:
     return out
 
 
-def _per_connection(target: object, n: int, settle: float) -> tuple[float, float]:
+def _per_connection(target: object, n: int, settle: float, budget_s: float) -> tuple[float, float]:
     before = target.rss()  # type: ignore[attr-defined]
-    socks = _open_idle(target.bootstrap, n)  # type: ignore[attr-defined]
+    socks = _open_idle(target.bootstrap, n, budget_s)  # type: ignore[attr-defined]
     try:
         time.sleep(settle)
         after = target.rss()  # type: ignore[attr-defined]
@@ -74,11 +79,11 @@ def run(ctx: Context) -> list[Row]:
     settle = 0.3 if ctx.quick else 1.0
     with ctx.kaflet() as k:
         wire.api_versions(k.bootstrap)
-        kaflet_each, kaflet_total = _per_connection(k, n, settle)
+        kaflet_each, kaflet_total = _per_connection(k, n, settle, budget_s=600)
     with ctx.mock() as m:
         wire.api_versions(m.bootstrap)
         try:
-            mock_each, _ = _per_connection(m, n, settle)
+            mock_each, _ = _per_connection(m, n, settle, budget_s=ctx.size(60, 20))
         except OSError as exc:  # socket.timeout included: the mock stops answering
             ctx.note(f"the mock did not answer {n} idle connections ({type(exc).__name__}: {exc}): no baseline")
             mock_each = None
