@@ -84,6 +84,11 @@ def main(argv: list[str] | None = None, spark: Any = None, prog: str = "python -
     )
     own = spark is None
     if own:
+        try:
+            import pyspark  # noqa: F401
+        except ImportError:
+            print("kaflet pipeline needs the pipeline extra: pip install 'kaflet[pipeline]' (and a Java 17+ runtime)", file=sys.stderr)
+            return 2
         import pipeline
 
         spark = pipeline.session(args.master, app_name=f"kaflet-{args.command}")

@@ -1,0 +1,102 @@
+"""kaflet's pytest plugin, used the way README tells a user: each fixture in a test of its own,
+with confluent-kafka, kafka-python and aiokafka; and what a failing test prints."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from confluent_kafka import Consumer, Producer
+from kafka import KafkaConsumer, KafkaProducer
+
+from broker.cluster.pytest_plugin import KafletBroker
+
+pytest_plugins = ["pytester"]
+
+
+def test_confluent_kafka_with_kaflet_broker(kaflet_broker: KafletBroker) -> None:
+    producer = Producer({"bootstrap.servers": kaflet_broker.bootstrap})
+    producer.produce("orders", b"one")
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": kaflet_broker.bootstrap, "group.id": "g", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["orders"])
+    try:
+        msg = None
+        for _ in range(100):
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                break
+        assert msg is not None and msg.value() == b"one"
+    finally:
+        consumer.close()
+
+
+def test_error_stack_seen_by_confluent_kafka(kaflet_broker: KafletBroker) -> None:
+    kaflet_broker.chaos.push_errors("Produce", ["NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_OR_FOLLOWER"])
+    producer = Producer({"bootstrap.servers": kaflet_broker.bootstrap, "retry.backoff.ms": 10})
+    delivered: list[object] = []
+    producer.produce("retried", b"v", on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(15) == 0
+    assert delivered == [None]  # retried past both errors
+    assert kaflet_broker.chaos.state()["injected"] == {"error_stack": 2}
+
+
+@pytest.mark.kaflet(default_partitions=3)
+def test_kafka_python_with_config_from_the_marker(kaflet_broker: KafletBroker) -> None:
+    producer = KafkaProducer(bootstrap_servers=kaflet_broker.bootstrap)
+    producer.send("three", b"x").get(timeout=10)
+    assert producer.partitions_for("three") == {0, 1, 2}
+    producer.close()
+
+
+def test_kafka_python_with_the_session_broker(kaflet_broker_session: KafletBroker) -> None:
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    producer = KafkaProducer(bootstrap_servers=kaflet_broker_session.bootstrap)
+    producer.send(topic, b"hello").get(timeout=10)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=kaflet_broker_session.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=10000
+    )
+    assert [m.value for m in consumer][:1] == [b"hello"]
+    consumer.close()
+    kaflet_broker_session.chaos.latency(5)  # cleared by the plugin after this test
+
+
+def test_session_broker_chaos_was_cleared(kaflet_broker_session: KafletBroker) -> None:
+    assert kaflet_broker_session.chaos.state()["latency_ms"] == 0
+
+
+async def test_aiokafka_with_kaflet_broker(kaflet_broker: KafletBroker) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=kaflet_broker.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait("events", b"async")
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer("events", bootstrap_servers=kaflet_broker.bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        msg = await consumer.getone()
+        assert msg.value == b"async"
+    finally:
+        await consumer.stop()
+
+
+def test_a_failing_test_prints_the_broker_log(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_fails(kaflet_broker):
+            kaflet_broker.chaos.latency(3)
+            assert False, "on purpose"
+
+        def test_passes(kaflet_broker):
+            kaflet_broker.chaos.latency(4)
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    assert "kaflet broker log" in text
+    assert "chaos" in text and '"ms": 3' in text
+    assert '"ms": 4' not in text  # only failures print it
