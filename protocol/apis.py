@@ -5,13 +5,6 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
-from kafka.protocol import admin as _admin
-from kafka.protocol import consumer as _consumer
-from kafka.protocol import metadata as _metadata
-from kafka.protocol import producer as _producer
-
-from protocol import kip848 as _kip848
-
 
 class ApiKey(IntEnum):
     PRODUCE = 0
@@ -68,22 +61,57 @@ class ApiKey(IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
-def _classes() -> dict[int, tuple[Any, Any]]:
-    """api key -> (request class, response class) for every message kafka-python knows."""
-    found: dict[int, tuple[Any, Any]] = {}
-    for module in (_admin, _consumer, _metadata, _producer, _kip848):
-        for name in dir(module):
-            if not name.endswith("Request"):
-                continue
-            req = getattr(module, name)
-            resp = getattr(module, name[: -len("Request")] + "Response", None)
-            key = getattr(req, "API_KEY", None)
-            if resp is not None and isinstance(key, int):
-                found[key] = (req, resp)
-    return found
+# Where each API's kafka-python classes live (`<Name>Request` / `<Name>Response`, the name
+# being the ApiKey's in CamelCase). A class is built on the first lookup of its API: importing
+# every message module costs ~50 ms of start-up, and the broker serves only some of them.
+_MODULES: dict[int, str] = {
+    **dict.fromkeys((0, 22, 24, 25, 26, 27, 28), "kafka.protocol.producer"),
+    **dict.fromkeys((1, 2, 8, 9, 11, 12, 13, 14, 23, 47), "kafka.protocol.consumer"),
+    **dict.fromkeys((3, 10, 18), "kafka.protocol.metadata"),
+    **dict.fromkeys((68, 69), "protocol.kip848"),
+}
+_NAMES: dict[int, str] = {55: "DescribeQuorum", 74: "ListConfigResources"}  # keys ApiKey does not name
 
 
-MESSAGE_CLASSES: dict[int, tuple[Any, Any]] = _classes()
+def _camel(key: int) -> str:
+    if key in _NAMES:
+        return _NAMES[key]
+    return "".join(part.capitalize() for part in ApiKey(key).name.split("_"))
+
+
+class _MessageClasses(dict[int, tuple[Any, Any]]):
+    """api key -> (request class, response class), resolved (and built) on first lookup."""
+
+    def __missing__(self, api_key: int) -> tuple[Any, Any]:
+        import importlib
+
+        try:
+            name = _camel(api_key)
+        except ValueError:
+            raise KeyError(api_key) from None
+        module = importlib.import_module(_MODULES.get(api_key, "kafka.protocol.admin"))
+        req = getattr(module, name + "Request", None)
+        resp = getattr(module, name + "Response", None)
+        if req is None or resp is None or getattr(req, "API_KEY", None) != api_key:
+            raise KeyError(api_key)
+        self[api_key] = (req, resp)
+        return req, resp
+
+    def __contains__(self, api_key: object) -> bool:
+        try:
+            self[api_key]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def get(self, api_key: int, default: Any = None) -> Any:  # type: ignore[override]
+        try:
+            return self[api_key]
+        except KeyError:
+            return default
+
+
+MESSAGE_CLASSES: dict[int, tuple[Any, Any]] = _MessageClasses()
 
 
 def request_class(api_key: int) -> Any:

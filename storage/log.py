@@ -180,6 +180,13 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         if topic_id is not None and (created or not (directory / "partition.metadata").exists()):
             (directory / "partition.metadata").write_text(f"version: 0\ntopic_id: {kafka_uuid(topic_id)}\n")
+        if created:
+            # A directory this call made holds nothing to clean, recover or replay: one new
+            # segment is the whole log (a fresh data dir makes 100 of these for the internal topics).
+            self._add_segment(Segment(directory, log_start_offset, config.segment_index_bytes, config.index_interval_bytes, create=True))
+            self.next_offset = self.log_start_offset = self.recovery_point = log_start_offset
+            self.producers.truncate_head(log_start_offset)
+            return self
         self._clean_leftovers()
         bases = sorted(int(p.name[:-4]) for p in os.scandir(directory) if p.name.endswith(LOG_SUFFIX) and p.name[:-4].isdigit())
         index_bytes = config.segment_index_bytes

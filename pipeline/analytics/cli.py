@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None, spark: Any = None, prog: str = "python -
 
         print(write_report(args.out))
         return 0
-    from pipeline.analytics.jobs import JobOptions
+    from pipeline.analytics.jobs import AnalyticsError, JobOptions
 
     opts = JobOptions(
         bootstrap=args.bootstrap_server,
@@ -84,6 +84,11 @@ def main(argv: list[str] | None = None, spark: Any = None, prog: str = "python -
     )
     own = spark is None
     if own:
+        try:
+            import pyspark  # noqa: F401
+        except ImportError:
+            print("kaflet pipeline needs the pipeline extra: pip install 'kaflet[pipeline]' (and a Java 17+ runtime)", file=sys.stderr)
+            return 2
         import pipeline
 
         spark = pipeline.session(args.master, app_name=f"kaflet-{args.command}")
@@ -103,6 +108,9 @@ def main(argv: list[str] | None = None, spark: Any = None, prog: str = "python -
             frames = run_audit(spark, opts, split(args.source), split(args.output), args.group)
             for row in frames["audit_by_partition"].collect():
                 print(row.asDict())
+    except AnalyticsError as exc:
+        print(f"{prog} {args.command}: {exc}", file=sys.stderr)
+        return 1
     finally:
         if own:
             spark.stop()

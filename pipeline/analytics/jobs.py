@@ -15,6 +15,10 @@ from pipeline.analytics.offsets_log import OFFSETS_TOPIC
 FORMAT = "kaflet"
 
 
+class AnalyticsError(RuntimeError):
+    """What stops a command before Spark runs anything (the CLI prints it, without a traceback)."""
+
+
 @dataclass
 class JobOptions:
     bootstrap: str
@@ -52,15 +56,17 @@ def read_topic(spark: Any, opts: JobOptions, topics: str, *, streaming: bool, **
 
 def offsets_partitions(opts: JobOptions) -> int:
     """How many partitions `__consumer_offsets` has (fixed for a cluster's life)."""
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
 
     c = Consumer({"bootstrap.servers": opts.bootstrap, "group.id": "kaflet-pipeline-metadata", **opts.client_config})
     try:
         topic = c.list_topics(OFFSETS_TOPIC, timeout=30).topics.get(OFFSETS_TOPIC)
+    except KafkaException as exc:
+        raise AnalyticsError(f"cannot read the metadata of {OFFSETS_TOPIC} from {opts.bootstrap}: {exc.args[0].str()}") from None
     finally:
         c.close()
     if topic is None or topic.error is not None or not topic.partitions:
-        raise RuntimeError(f"{OFFSETS_TOPIC} is not there on {opts.bootstrap} (no group has committed yet?): {topic and topic.error}")
+        raise AnalyticsError(f"{OFFSETS_TOPIC} is not there on {opts.bootstrap} (no group has committed yet?): {topic and topic.error}")
     return len(topic.partitions)
 
 

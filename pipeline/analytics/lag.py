@@ -12,7 +12,8 @@ Per (group, topic, partition, commit time T, committed offset C):
   at T), or the current log end offset when no record is later. This reads history as well as
   the present, so a `--once` run over an old log gives the lag as it was, not as it is now. It
   is exact with LogAppendTime topics and as good as the producers' clocks with CreateTime.
-- `lag_records` = max(0, log_end_offset - C).
+- `lag_records` = max(0, log_end_offset - C); null, like `lag_seconds`, when the partition
+  is gone (its topic deleted since the commit).
 - `lag_seconds`: the age at T of the oldest unconsumed record, T - timestamp(record at C), 0
   when caught up. kafka-lag-exporter estimates the same quantity by interpolating, in its table
   of (log end offset, time it was sampled), the time at which the log end offset passed C;
@@ -81,15 +82,16 @@ class AddLag:
         need_end = {tp for tp, t in zip(tps, commit_ms, strict=True) if at[(tp, t + 1)] < 0}
         ends = client.log_end_offsets(need_end) if need_end else {}
         leo = [at[(tp, t + 1)] if at[(tp, t + 1)] >= 0 else ends[tp] for tp, t in zip(tps, commit_ms, strict=True)]
-        lag = [max(0, e - c) for e, c in zip(leo, committed, strict=True)]
-        behind = [(tp, c) for tp, c, n in zip(tps, committed, lag, strict=True) if n > 0]
+        lag = [None if e is None else max(0, e - c) for e, c in zip(leo, committed, strict=True)]
+        behind = [(tp, c) for tp, c, n in zip(tps, committed, lag, strict=True) if n]
         stamps = client.timestamps_at(behind) if behind else {}
         oldest: list[Any] = []
-        seconds: list[float] = []
+        seconds: list[float | None] = []
         for tp, c, n, t in zip(tps, committed, lag, commit_ms, strict=True):
-            ts = stamps.get((tp, c)) if n > 0 else None
+            ts = stamps.get((tp, c)) if n else None
             oldest.append(offsets_log.ms_to_datetime(ts) if ts is not None else None)
-            seconds.append(max(0, t - ts) / 1000.0 if ts is not None else 0.0)
+            # Unknown where the log end is unknown (the partition is gone), 0 when caught up.
+            seconds.append(None if n is None else max(0, t - ts) / 1000.0 if ts is not None else 0.0)
         cols.update(log_end_offset=leo, lag_records=lag, oldest_unconsumed_time=oldest, lag_seconds=seconds)
         return cols
 

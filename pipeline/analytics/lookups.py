@@ -45,12 +45,19 @@ class Lookups:
     def __exit__(self, *exc: object) -> None:
         self.consumer.close()
 
-    def log_end_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
-        from confluent_kafka import TopicPartition
+    def log_end_offsets(self, tps: Iterable[TP]) -> dict[TP, int | None]:
+        """Each partition's log end offset now; None for a partition that is not there (a topic
+        deleted since the commit): its lag is unknown, and the job goes on."""
+        from confluent_kafka import KafkaException, TopicPartition
 
-        out = {}
+        out: dict[TP, int | None] = {}
         for topic, partition in tps:
-            _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout, cached=False)
+            try:
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout, cached=False)
+            except KafkaException as exc:
+                if exc.args[0].code() not in _GONE:
+                    raise
+                high = None
             out[(topic, partition)] = high
         return out
 
@@ -93,6 +100,15 @@ class Lookups:
             if wanted:
                 raise TimeoutError(f"no answer within {self.timeout}s for the records at {sorted(wanted.items())}")
         return out
+
+
+def _gone_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
+
+
+_GONE = _gone_codes()
 
 
 def _rounds(questions: Iterable[tuple[TP, int]]) -> list[list[tuple[TP, int]]]:

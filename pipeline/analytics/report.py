@@ -145,7 +145,7 @@ def _plot_timeline(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_yticks(range(len(lanes)), [g if inc == 0 else f"{g} ({inc})" for g, inc in lanes])
     ax.xaxis_date()
     _time_axis(ax)
-    ax.set_title("Generations: red = completing the rebalance, green = stable, gray = empty")
+    ax.set_title("Generations: red = not stable yet (sync or reconciliation), green = stable, gray = empty")
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=100)
@@ -328,7 +328,7 @@ def write_report(out: str | Path) -> Path:
             ),
         ):
             rows = _read(out, name) or []
-            rows.sort(key=lambda r: tuple(_cell(r.get(c)) for c in columns[:3]))
+            rows.sort(key=lambda r: tuple((r.get(c) is None, r.get(c) if r.get(c) is not None else 0) for c in columns[:3]))
             parts.append(f"<h3>{title}</h3>")
             parts.append(_table(rows, columns))
     else:

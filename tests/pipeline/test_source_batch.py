@@ -113,6 +113,10 @@ def test_timestamps_create_time_from_the_producer_and_starting_timestamp(spark: 
         spark, kaflet.bootstrap, subscribe=topic_name, startingOffsetsByTimestamp=by_partition, endingTimestamp=str(base + 8000)
     ).collect()
     assert sorted(int(r.value) for r in rows) == [1, 3, 4, 5, 6, 7]
+    # endingOffsetsByTimestamp per partition (ends before the first record at or after the time).
+    ending = json.dumps({topic_name: {"0": base + 2000, "1": base + 6000}})
+    rows = _read(spark, kaflet.bootstrap, subscribe=topic_name, endingOffsetsByTimestamp=ending).collect()
+    assert sorted(int(r.value) for r in rows) == [0, 1, 3, 5]
 
 
 def test_starting_timestamp_past_every_record_fails_or_starts_at_latest(spark: Any, kaflet: Any, topic_name: str) -> None:

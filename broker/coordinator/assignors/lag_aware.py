@@ -46,6 +46,7 @@ class LagAwareAssignor(Assignor):
         put = totals.__setitem__
         owned: list[dict] = [{} for _ in order]  # topic -> partitions (a list until the topic is done)
         lags_by_topic: dict[str, list[int]] = {}
+        loaded = False  # some member's total lag is not 0
 
         for topic in sorted(subs):
             n = spec.partitions[topic]
@@ -64,10 +65,12 @@ class LagAwareAssignor(Assignor):
             if n <= width:
                 # One round (the common case): every chosen member gets exactly one partition of the topic. The
                 # member dicts are filled by C-level maps: these sets are most of the assignment's cost.
-                by_load = sorted(group, key=totals.__getitem__)[:n]
+                # (Until some lag is assigned every total is 0: the member order is already the load order.)
+                by_load = sorted(group, key=totals.__getitem__)[:n] if loaded else group[:n]
                 deque(map(put, by_load, map(add, map(totals.__getitem__, by_load), map(lags.__getitem__, ordered))), maxlen=0)
                 singles = _singletons(n)
                 deque(map(dict.__setitem__, map(owned.__getitem__, by_load), repeat(topic), map(singles.__getitem__, ordered)), maxlen=0)
+                loaded = loaded or any(lags)
                 continue
             for start in range(0, n, width):
                 # A round: all subscribers hold the same count of this topic, so the next partitions go to them
@@ -84,6 +87,7 @@ class LagAwareAssignor(Assignor):
             for i in group:
                 mine = owned[i]
                 mine[topic] = frozenset(mine[topic])  # n > width: every subscriber got some
+            loaded = loaded or any(lags)
 
         spread = max(totals) - min(totals)
         if spread > 0 and len(order) > 1 and _range_spread(spec, subs, lags_by_topic, len(order)) < spread:
