@@ -22,6 +22,7 @@ from bench.context import Context, Row, fmt
 BENCHMARKS = [
     "startup",
     "rss",
+    "connections",
     "metadata",
     "produce",
     "consume",

@@ -105,7 +105,12 @@ def _serve(config: Config) -> int:
     except ImportError:  # pragma: no cover - uvloop is a dependency, but keep serving without it
         runner = asyncio.run
     try:
-        runner(Broker(config).serve_forever())
+        if config.brokers > 1:
+            from broker.cluster.cluster import Cluster
+
+            runner(Cluster(config, config.brokers).serve_forever())
+        else:
+            runner(Broker(config).serve_forever())
     except (DataDirError, OSError) as exc:  # OSError: a listen address is taken or not ours
         import structlog
 

@@ -169,6 +169,7 @@ class Config:
         False, "CRC-check every segment and index at start-up, cut out corrupt batches and rebuild indexes (kaflet check --repair)"
     )
     # Chaos (issue 15): the control API lets anyone who reaches the metrics listener break the broker.
+    brokers: int = _opt(1, "brokers in this process, one event loop (node ids from --node-id, ports from --port up, 0: free ones)")
     control: bool = _opt(False, "serve the chaos control API (/control/...) on the metrics listener; off by default")
     # Kafka's defaults (issue 10): KAFKA_DEFAULTS above lists what this restores.
     kafka_defaults: bool = _opt(False, "use Kafka's value for every default kaflet changes (KAFKA_DEFAULTS) unless set explicitly")
@@ -257,6 +258,8 @@ class Config:
             raise ConfigError(f"{names('queued_max_request_bytes')} must be -1 (no limit) or positive")
         if self.request_read_timeout_ms < 0:
             raise ConfigError(f"{names('request_read_timeout_ms')} must be at least 0")
+        if not 1 <= self.brokers <= 64:
+            raise ConfigError(f"{names('brokers')} must be between 1 and 64")
         if self.control and not self.metrics:
             raise ConfigError(f"{names('control')} is served on the metrics listener: it needs {names('metrics')}")
         self._validate_consumer_groups()

@@ -165,6 +165,8 @@ class FaultInjector:
         # Chaos operations done and faults injected, by kind (kaflet_chaos_*_total).
         self.operations: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()
+        # The storage layer's hook (LogManager.set_write_check): armed only while append rules exist.
+        self._install_write_check: Callable[[Callable[[str, int], None] | None], None] | None = None
 
     @property
     def active(self) -> bool:
@@ -188,8 +190,6 @@ class FaultInjector:
             if hole.matches(peer, client_id):
                 return hole
         return None
-        # The storage layer's hook (LogManager.set_write_check): armed only while append rules exist.
-        self._install_write_check: Callable[[Callable[[str, int], None] | None], None] | None = None
 
     def bind_storage(self, install: Callable[[Callable[[str, int], None] | None], None]) -> None:
         self._install_write_check = install

@@ -22,9 +22,11 @@ from broker.log_config import log_config
 from broker.network.limits import ConnectionLimits
 from broker.producer_ids import ProducerIdManager
 from broker.topics import TopicManager
+from protocol.errors import ErrorCode
 from storage.manager import LogManager
 
 if TYPE_CHECKING:
+    from broker.cluster.cluster import Cluster
     from broker.coordinator.service import GroupCoordinator
     from broker.embed.process import BrokerProcess
     from broker.embed.thread import BrokerThread
@@ -65,6 +67,9 @@ class Broker:
         from broker.cluster.chaos import Chaos
 
         self.chaos = Chaos(self)  # chaos operations on this broker (broker/cluster/chaos.py)
+        # Set when this broker is part of a Cluster (broker/cluster/cluster.py): leadership lives there.
+        self.cluster: Cluster | None = None
+        self.headless = False  # a Cluster's state broker: no listener of its own
         self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip, config.queued_max_request_bytes)
         self.dynamic_configs = DynamicBrokerConfigs(self)
         self.debug_requests = config.log_level == "debug"
@@ -166,6 +171,8 @@ class Broker:
         for server in self._servers:
             await server.start_serving()
         self.accepting = True
+        if self.headless:
+            return  # the Cluster logs its ready line
         self._idle_task = asyncio.get_running_loop().create_task(self._close_idle_connections())
         log.info(
             "broker ready",
@@ -254,6 +261,8 @@ class Broker:
 
     async def _bind(self, port: int | None = None) -> None:
         """Bind the listen sockets (not serving yet): a taken port fails before the data dir is touched."""
+        if self.headless:
+            return
         loop = asyncio.get_running_loop()
         host = self.config.host
         hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
@@ -273,6 +282,18 @@ class Broker:
             self._servers.append(server)
             self.bound_hosts.append(h)
         self.bound_port = port
+
+    def partition_check(self, topic: str, partition: int, current_epoch: int = -1) -> tuple[ErrorCode, int]:
+        """(error, leader epoch) for a request on a partition sent here: FENCED_LEADER_EPOCH or
+        UNKNOWN_LEADER_EPOCH for a stale or future `current_epoch` (checked first, as a Kafka
+        replica does), NOT_LEADER_OR_FOLLOWER when another node of the cluster leads it."""
+        cluster = self.cluster
+        epoch = 0 if cluster is None else cluster.leader_epoch(topic, partition)
+        if current_epoch != -1 and current_epoch != epoch:
+            return (ErrorCode.FENCED_LEADER_EPOCH if current_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH), epoch
+        if cluster is not None and cluster.leader(topic, partition) != self.config.node_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, epoch
+        return ErrorCode.NONE, epoch
 
     @property
     def advertised_host(self) -> str:

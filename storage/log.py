@@ -130,6 +130,8 @@ class PartitionLog:
     """One partition's log. Create with `PartitionLog.open(...)`."""
 
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig) -> None:
+        # Stamped on every batch appended; a cluster bumps it when leadership moves (broker/cluster).
+        self.leader_epoch = LEADER_EPOCH
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -401,7 +403,7 @@ class PartitionLog:
             set_log_append_time(batch, 0, append_time)
             max_ts = append_time
         seg = self.segments[-1]
-        _BASE_LEN_EPOCH.pack_into(batch, 0, base, header[1], LEADER_EPOCH)
+        _BASE_LEN_EPOCH.pack_into(batch, 0, base, header[1], self.leader_epoch)
         try:
             if self.check_write is not None:
                 self.check_write(self.topic, self.partition)  # an injected disk fault (broker/faults.py)

@@ -13,7 +13,7 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeClusterResponse
 
-from broker.apis.metadata import CLUSTER_OPERATIONS
+from broker.apis.metadata import CLUSTER_OPERATIONS, brokers_of
 from broker.context import RequestContext
 from broker.registry import api
 from protocol.apis import ApiKey
@@ -56,7 +56,7 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=broker.cluster_id,
-        controller_id=node,
-        brokers=[_Broker(broker_id=node, host=broker.advertised_host, port=broker.advertised_port, rack=None)],
+        controller_id=node if broker.cluster is None else broker.cluster.node_ids[0],
+        brokers=brokers_of(broker, lambda n, h, p, r: _Broker(broker_id=n, host=h, port=p, rack=r)),
         authorized_operations=set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None,
     )

@@ -147,6 +147,8 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Topic]:
                 part.error = missing
             elif log is None:
                 part.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif broker.cluster is not None:
+                part.error = broker.partition_check(topic.name, p.partition, part.leader_epoch)[0]
             elif part.leader_epoch != -1 and part.leader_epoch != LEADER_EPOCH:
                 part.error = ErrorCode.FENCED_LEADER_EPOCH if part.leader_epoch < LEADER_EPOCH else ErrorCode.UNKNOWN_LEADER_EPOCH
             parts.append(part)

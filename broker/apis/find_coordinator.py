@@ -49,6 +49,18 @@ def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
     return ErrorCode.NONE
 
 
+def _node_of(broker: Any, key_type: int, key: str) -> tuple[int, str, int]:
+    """(node id, host, port) of the coordinator of `key`: this broker, or in a cluster the leader
+    of the key's `__consumer_offsets` / `__transaction_state` partition."""
+    cluster = broker.cluster
+    if cluster is None:
+        return broker.config.node_id, broker.advertised_host, broker.advertised_port
+    coordinator = broker.coordinator if key_type == GROUP else broker.txn
+    topic = "__consumer_offsets" if key_type == GROUP else coordinator.topic_name
+    node = cluster.node(cluster.leader(topic, coordinator.partition_for(key)))
+    return node.config.node_id, node.advertised_host, node.advertised_port
+
+
 @api(ApiKey.FIND_COORDINATOR, 0, 6, error_response=_error)
 def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
@@ -62,6 +74,7 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
         for key in request.coordinator_keys:
             error = _lookup(ctx, key_type)
             if error is ErrorCode.NONE:
+                node, host, port = _node_of(broker, key_type, key)
                 coordinators.append(_Coordinator(key=key, node_id=node, host=host, port=port, error_code=0, error_message=None))
             else:
                 coordinators.append(_Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error, error_message=None))
@@ -69,6 +82,7 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     error = _lookup(ctx, key_type)
     if error is not ErrorCode.NONE:
         return _error(request, error)
+    node, host, port = _node_of(broker, key_type, request.key)
     return FindCoordinatorResponse(
         version=version, throttle_time_ms=0, error_code=0, error_message="NONE", node_id=node, host=host, port=port
     )

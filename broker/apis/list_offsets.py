@@ -21,7 +21,7 @@ from broker.context import RequestContext
 from broker.registry import api
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-from storage.log import LEADER_EPOCH, PartitionLog, now_ms
+from storage.log import PartitionLog, now_ms
 
 _Topic = ListOffsetsResponse.ListOffsetsTopicResponse
 _Partition = _Topic.ListOffsetsPartitionResponse
@@ -106,16 +106,15 @@ def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             if log is None:
                 parts.append(_part(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            leader_epoch = getattr(p, "current_leader_epoch", -1)
-            if leader_epoch != -1 and leader_epoch != LEADER_EPOCH:
-                code = ErrorCode.FENCED_LEADER_EPOCH if leader_epoch < LEADER_EPOCH else ErrorCode.UNKNOWN_LEADER_EPOCH
+            code, current = ctx.broker.partition_check(t.name, index, getattr(p, "current_leader_epoch", -1))
+            if code:
                 parts.append(_part(index, code))
                 continue
             if not client:
                 last_fetchable = log.log_end_offset
             else:
                 last_fetchable = log.last_stable_offset if read_committed else log.high_watermark
-            epoch = LEADER_EPOCH if version >= 4 else -1
+            epoch = current if version >= 4 else -1
             if ts == LATEST:
                 parts.append(_part(index, 0, -1, last_fetchable, epoch))
             elif ts in (EARLIEST, EARLIEST_LOCAL):

@@ -28,7 +28,9 @@ LEADER_EPOCH = 0
 _CACHE_LIMIT = 256
 
 
-def partition_entries(broker_node: int, topic: Topic) -> list[Any]:
+def partition_entries(broker_node: int, topic: Topic, cluster: Any = None) -> list[Any]:
+    if cluster is not None:
+        return _cluster_partitions(cluster, topic)
     return [
         _Partition(
             error_code=0,
@@ -43,13 +45,34 @@ def partition_entries(broker_node: int, topic: Topic) -> list[Any]:
     ]
 
 
+def _cluster_partitions(cluster: Any, topic: Topic) -> list[Any]:
+    """Leaders spread over the cluster's nodes; every node a replica and in the ISR, leader first."""
+    ids = cluster.node_ids
+    out = []
+    for p in range(topic.partitions):
+        leader = cluster.leader(topic.name, p)
+        replicas = [leader, *(n for n in ids if n != leader)]
+        out.append(
+            _Partition(
+                error_code=0,
+                partition_index=p,
+                leader_id=leader,
+                leader_epoch=cluster.leader_epoch(topic.name, p),
+                replica_nodes=replicas,
+                isr_nodes=replicas,
+                offline_replicas=[],
+            )
+        )
+    return out
+
+
 def _topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> Any:
     return _Topic(
         error_code=0,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.internal or topic.name in INTERNAL_TOPICS,
-        partitions=partition_entries(ctx.broker.config.node_id, topic),
+        partitions=partition_entries(ctx.broker.config.node_id, topic, ctx.broker.cluster),
         authorized_operations=set(TOPIC_OPERATIONS) if include_ops else None,
     )
 
@@ -69,6 +92,12 @@ def _error(request: Any, code: ErrorCode) -> Any:
         topics=topics,
         authorized_operations=None,
     )
+
+
+def brokers_of(broker: Any, make: Any) -> list[Any]:
+    """Every node of the broker's cluster (itself alone without one), as `make(node_id, host, port, rack)`."""
+    nodes = [broker] if broker.cluster is None else broker.cluster.nodes
+    return [make(n.config.node_id, n.advertised_host, n.advertised_port, None) for n in nodes]
 
 
 def _cache(broker: Any) -> dict[tuple[int, bytes], tuple[int, bytes, bool]]:
@@ -133,9 +162,9 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     response = MetadataResponse(
         version=version,
         throttle_time_ms=0,
-        brokers=[_Broker(node_id=node, host=broker.advertised_host, port=broker.advertised_port, rack=None)],
+        brokers=brokers_of(broker, _Broker),
         cluster_id=broker.cluster_id,
-        controller_id=node,
+        controller_id=node if broker.cluster is None else broker.cluster.node_ids[0],
         topics=entries,
         authorized_operations=set(CLUSTER_OPERATIONS) if include_cluster_ops else None,
     )

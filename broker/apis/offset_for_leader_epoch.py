@@ -33,6 +33,21 @@ def _error(request: Any, code: ErrorCode) -> Any:
     return OffsetForLeaderEpochResponse(version=request.version, throttle_time_ms=0, topics=topics)
 
 
+def _end_offset(ctx: RequestContext, topic: str, partition: int, wanted: int, epoch: int, log: Any) -> Any:
+    """Kafka's leader epoch cache lookup: the largest epoch <= `wanted` and where the next one starts."""
+    if wanted == epoch:
+        return _part(partition, 0, epoch, log.log_end_offset)
+    if wanted == UNDEFINED_EPOCH or wanted > epoch:
+        return _part(partition)
+    cluster = ctx.broker.cluster
+    history = cluster.epoch_history(topic, partition) if cluster is not None else [(LEADER_EPOCH, 0)]
+    found = [i for i, (e, _start) in enumerate(history) if e <= wanted]
+    if not found:
+        return _part(partition, 0, wanted, log.log_start_offset)
+    i = found[-1]
+    return _part(partition, 0, history[i][0], max(history[i + 1][1], log.log_start_offset))
+
+
 @api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, error_response=_error)
 def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
@@ -46,14 +61,9 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
             current = p.current_leader_epoch
             if log is None:
                 parts.append(_part(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            elif current != -1 and current != LEADER_EPOCH:
-                code = ErrorCode.FENCED_LEADER_EPOCH if current < LEADER_EPOCH else ErrorCode.UNKNOWN_LEADER_EPOCH
-                parts.append(_part(p.partition, code))
-            elif p.leader_epoch == LEADER_EPOCH:
-                parts.append(_part(p.partition, 0, LEADER_EPOCH, log.log_end_offset))
-            elif p.leader_epoch == UNDEFINED_EPOCH or p.leader_epoch > LEADER_EPOCH:
-                parts.append(_part(p.partition))
+            elif (code_epoch := ctx.broker.partition_check(t.topic, p.partition, current))[0]:
+                parts.append(_part(p.partition, code_epoch[0]))
             else:
-                parts.append(_part(p.partition, 0, p.leader_epoch, log.log_start_offset))
+                parts.append(_end_offset(ctx, t.topic, p.partition, p.leader_epoch, code_epoch[1], log))
         out.append(_Topic(topic=t.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(version=ctx.api_version, throttle_time_ms=0, topics=out)

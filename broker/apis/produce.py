@@ -150,6 +150,8 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
             log = logs.get(name, pd.index) if topic is not None else None
             if log is None:
                 res.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif broker.cluster is not None and (code := broker.partition_check(name, pd.index)[0]):
+                res.error = code  # another node of the cluster leads it
             else:
                 code, batch = check_records(pd.records, version)
                 if code:

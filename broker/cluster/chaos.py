@@ -270,6 +270,11 @@ class Chaos:
         """Run operation `op` with JSON parameters; returns a JSON-able result. ChaosError on bad input."""
         if not isinstance(params, dict):
             raise ChaosError("parameters must be a JSON object")
+        cluster = self.broker.cluster
+        if cluster is not None and self.broker is cluster.state:
+            return await cluster.apply(op, dict(params))  # a cluster's control API: per node, or moves
+        if op in CLUSTER_OPERATIONS:
+            raise ChaosError(f"{op} needs a cluster (kaflet serve --brokers N)")
         p = dict(params)
 
         def take(*names: str) -> dict[str, Any]:
@@ -325,4 +330,18 @@ class Chaos:
         raise ChaosError(f"unknown operation {op!r} (operations: {', '.join(OPERATIONS)})")
 
 
-OPERATIONS = ("state", "connections", "rule", "push_errors", "latency", "remove", "hole", "restore", "down", "up", "clear")
+CLUSTER_OPERATIONS = ("move_leader", "move_coordinator")
+OPERATIONS = (
+    "state",
+    "connections",
+    "rule",
+    "push_errors",
+    "latency",
+    "remove",
+    "hole",
+    "restore",
+    "down",
+    "up",
+    "clear",
+    *CLUSTER_OPERATIONS,
+)

@@ -26,7 +26,17 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("KAFLET_CONTROL_ADDRESS", f"127.0.0.1:{SERVE_METRICS_PORT}"),
         help=f"host:port of the broker's metrics listener (env KAFLET_CONTROL_ADDRESS; default 127.0.0.1:{SERVE_METRICS_PORT})",
     )
+    p.add_argument("--node", type=int, help="in a cluster (serve --brokers N): the node to act on (default: the first)")
     sub = p.add_subparsers(dest="op", required=True, metavar="OPERATION")
+    move = sub.add_parser("move-leader", help="move a partition's leadership (cluster only); its leader epoch bumps")
+    move.add_argument("topic")
+    move.add_argument("partition", type=int)
+    move.add_argument("--to", type=int, help="node id (default: the next node)")
+    coord = sub.add_parser("move-coordinator", help="move a group's __consumer_offsets partition (cluster only): its coordinator changes")
+    which = coord.add_mutually_exclusive_group(required=True)
+    which.add_argument("--group")
+    which.add_argument("--partition", type=int)
+    coord.add_argument("--to", type=int, help="node id (default: the next node)")
     sub.add_parser("state", help="list every rule, error stack, hole, the latency and whether the broker is down")
     sub.add_parser("connections", help="list open client connections (peer, client id, hole)")
     rule = sub.add_parser("rule", help="answer matching requests with an error, a delay or a closed connection")
@@ -73,7 +83,19 @@ def _stack_entry(text: str) -> Any:
 
 
 def request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    op, params = _request_of(args)
+    if args.node is not None and op not in ("move_leader", "move_coordinator"):
+        params["node"] = args.node
+    return op, params
+
+
+def _request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     op = args.op.replace("-", "_")
+    if op in ("move_leader", "move_coordinator"):
+        params = {k: v for k in ("topic", "partition", "group") if (v := getattr(args, k, None)) is not None}
+        if args.to is not None:
+            params["node"] = args.to
+        return op, params
     if op == "rule":
         params: dict[str, Any] = {"delay_ms": args.delay_ms, "close": args.close, "count": None if args.forever else args.count}
         for name in ("api", "error", "client_id", "version", "min_version", "max_version"):

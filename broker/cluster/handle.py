@@ -36,6 +36,18 @@ class ChaosHandle:
 
         return cls(ControlClient(address).apply)
 
+    def node(self, node_id: int) -> ChaosHandle:
+        """The same operations on one node of a cluster (without it: the first node)."""
+        return ChaosHandle(lambda op, params: self.apply(op, {**params, "node": node_id}))
+
+    def move_leader(self, topic: str, partition: int, node: int | None = None) -> dict[str, Any]:
+        """Move a partition's leadership to `node` (default: the next node); its leader epoch bumps."""
+        return self.apply("move_leader", _params(topic=topic, partition=partition, node=node))  # type: ignore[no-any-return]
+
+    def move_coordinator(self, *, group: str | None = None, partition: int | None = None, node: int | None = None) -> dict[str, Any]:
+        """Move the `__consumer_offsets` partition of `group` (or `partition`): its coordinator changes."""
+        return self.apply("move_coordinator", _params(group=group, partition=partition, node=node))  # type: ignore[no-any-return]
+
     def rule(
         self,
         api: Any = None,

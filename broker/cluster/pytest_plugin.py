@@ -7,7 +7,10 @@ own thread, so plain and pytest-asyncio tests use it alike):
   Each is a `KafletBroker`: `.bootstrap` for clients' bootstrap.servers, `.chaos` (a
   ChaosHandle: rules, error stacks, latency, black holes, down and up), `.broker` (the
   BrokerThread: `.run(fn)` runs `fn(broker)` on the broker's loop), `.metrics_address`.
-- `@pytest.mark.kaflet(default_partitions=3, ...)` passes Config fields to `kaflet_broker`.
+- `kaflet_cluster` / `kaflet_cluster_session`: 3 brokers in one process (`KafletCluster`; another
+  number with `@pytest.mark.parametrize("kaflet_cluster", [5], indirect=True)`); `.chaos` also
+  moves leaders and coordinators, `.chaos.node(id)` acts on one node.
+- `@pytest.mark.kaflet(default_partitions=3, ...)` passes Config fields to `kaflet_broker` and `kaflet_cluster`.
 
 When a test that used one of them fails, its report gets a section "kaflet broker log" with the
 broker's recent log lines (structlog events, recorded from the first fixture on).
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
     from broker.cluster.handle import ChaosHandle
     from broker.embed.thread import BrokerThread
 
-FIXTURES = ("kaflet_broker", "kaflet_broker_session")
+FIXTURES = ("kaflet_broker", "kaflet_broker_session", "kaflet_cluster", "kaflet_cluster_session")
 LOG_LINES = 200  # kept in memory
 SHOWN_LINES = 60  # shown with a failure
 
@@ -78,6 +81,27 @@ def start_broker(data_dir: Path, **overrides: Any) -> KafletBroker:
     return KafletBroker(thread, thread.bootstrap, thread.chaos, thread.metrics_address)
 
 
+@dataclass
+class KafletCluster(KafletBroker):
+    """`bootstrap` names every node; `chaos.move_leader(...)`, `chaos.move_coordinator(...)`, and
+    `chaos.node(id)` for one node's operations (down, up, hole, rules, latency)."""
+
+    node_ids: list[int]
+
+
+def start_cluster(data_dir: Path, brokers: int = 3, **overrides: Any) -> KafletCluster:
+    from broker.cluster.handle import ChaosHandle
+    from broker.cluster.thread import ClusterThread
+    from broker.config import Config
+
+    _start_recording()
+    values: dict[str, Any] = {"port": 0, "data_dir": str(data_dir)}
+    values.update(overrides)
+    thread = ClusterThread(Config(**values), brokers).start()
+    ids = thread.run(lambda c: c.node_ids)
+    return KafletCluster(thread, thread.bootstrap, ChaosHandle.in_thread(thread), thread.metrics_address, ids)
+
+
 def _overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
     marker = request.node.get_closest_marker("kaflet")
     return dict(marker.kwargs) if marker is not None else {}
@@ -103,12 +127,35 @@ def kaflet_broker_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         started.broker.stop()
 
 
+@pytest.fixture
+def kaflet_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafletCluster]:
+    """A cluster of brokers in one process for this test (3; `@pytest.mark.parametrize("kaflet_cluster",
+    [5], indirect=True)` asks for another number; `@pytest.mark.kaflet(...)` passes Config fields)."""
+    brokers = getattr(request, "param", 3)
+    started = start_cluster(tmp_path_factory.mktemp("kaflet-cluster"), brokers, **_overrides(request))
+    try:
+        yield started
+    finally:
+        started.broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kaflet_cluster_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafletCluster]:
+    """One 3-broker cluster for the whole session (its chaos is cleared after each test that used it)."""
+    started = start_cluster(tmp_path_factory.mktemp("kaflet-cluster-session"), 3)
+    try:
+        yield started
+    finally:
+        started.broker.stop()
+
+
 @pytest.fixture(autouse=True)
 def _kaflet_clear_session_chaos(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
-    if "kaflet_broker_session" in request.fixturenames:
-        # What one test broke must not break the next one.
-        request.getfixturevalue("kaflet_broker_session").chaos.clear()
+    for name in ("kaflet_broker_session", "kaflet_cluster_session"):
+        if name in request.fixturenames:
+            # What one test broke must not break the next one.
+            request.getfixturevalue(name).chaos.clear()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None, spark: Any = None, prog: str = "python -
 
         print(write_report(args.out))
         return 0
-    from pipeline.analytics.jobs import JobOptions
+    from pipeline.analytics.jobs import AnalyticsError, JobOptions
 
     opts = JobOptions(
         bootstrap=args.bootstrap_server,
@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None, spark: Any = None, prog: str = "python -
             frames = run_audit(spark, opts, split(args.source), split(args.output), args.group)
             for row in frames["audit_by_partition"].collect():
                 print(row.asDict())
+    except AnalyticsError as exc:
+        print(f"{prog} {args.command}: {exc}", file=sys.stderr)
+        return 1
     finally:
         if own:
             spark.stop()

@@ -15,6 +15,10 @@ from pipeline.analytics.offsets_log import OFFSETS_TOPIC
 FORMAT = "kaflet"
 
 
+class AnalyticsError(RuntimeError):
+    """What stops a command before Spark runs anything (the CLI prints it, without a traceback)."""
+
+
 @dataclass
 class JobOptions:
     bootstrap: str
@@ -58,11 +62,11 @@ def offsets_partitions(opts: JobOptions) -> int:
     try:
         topic = c.list_topics(OFFSETS_TOPIC, timeout=30).topics.get(OFFSETS_TOPIC)
     except KafkaException as exc:
-        raise RuntimeError(f"cannot read the metadata of {OFFSETS_TOPIC} from {opts.bootstrap}: {exc.args[0].str()}") from None
+        raise AnalyticsError(f"cannot read the metadata of {OFFSETS_TOPIC} from {opts.bootstrap}: {exc.args[0].str()}") from None
     finally:
         c.close()
     if topic is None or topic.error is not None or not topic.partitions:
-        raise RuntimeError(f"{OFFSETS_TOPIC} is not there on {opts.bootstrap} (no group has committed yet?): {topic and topic.error}")
+        raise AnalyticsError(f"{OFFSETS_TOPIC} is not there on {opts.bootstrap} (no group has committed yet?): {topic and topic.error}")
     return len(topic.partitions)
 
 

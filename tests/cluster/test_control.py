@@ -108,3 +108,21 @@ def test_kaflet_chaos_against_a_running_process() -> None:
         assert [e["op"] for e in events] == ["push_errors", "rule", "hole", "down", "up", "hole_closed", "clear"]
     with pytest.raises(ControlError, match="cannot reach"):
         ControlClient("127.0.0.1:1").apply("state")
+
+
+def test_kaflet_serve_brokers_3_and_chaos_moves() -> None:
+    with Broker.in_subprocess("--brokers", "3", "--control", "--offsets-partitions", "6") as b:
+        assert b.bootstrap.count(",") == 2 and all(connects(one) for one in b.bootstrap.split(","))
+        assert b.metrics is not None
+        done = kaflet_chaos(b.metrics, "move-coordinator", "--group", "g", "--to", "2")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["leader"] == 2
+        refused = kaflet_chaos(b.metrics, "move-leader", "no-such-topic", "0")
+        assert refused.returncode == 1 and "no partition" in refused.stderr
+        assert kaflet_chaos(b.metrics, "--node", "3", "down").returncode == 0
+        third = b.bootstrap.split(",")[2]
+        assert not connects(third) and connects(b.bootstrap.split(",")[0])
+        state = json.loads(kaflet_chaos(b.metrics, "state").stdout)
+        assert state["nodes"]["3"]["down"] == "refuse" and state["nodes"]["1"]["down"] is None
+        assert kaflet_chaos(b.metrics, "clear").returncode == 0
+        assert connects(third)

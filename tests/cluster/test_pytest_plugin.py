@@ -8,9 +8,10 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 
-from broker.cluster.pytest_plugin import KafletBroker
+from broker.cluster.pytest_plugin import KafletBroker, KafletCluster
 
 pytest_plugins = ["pytester"]
 
@@ -100,3 +101,36 @@ def test_a_failing_test_prints_the_broker_log(pytester: pytest.Pytester) -> None
     assert "kaflet broker log" in text
     assert "chaos" in text and '"ms": 3' in text
     assert '"ms": 4' not in text  # only failures print it
+
+
+@pytest.mark.kaflet(default_partitions=3)
+def test_confluent_kafka_with_kaflet_cluster(kaflet_cluster: KafletCluster) -> None:
+    assert kaflet_cluster.bootstrap.count(",") == 2 and kaflet_cluster.node_ids == [1, 2, 3]
+    producer = Producer({"bootstrap.servers": kaflet_cluster.bootstrap, "enable.idempotence": True})
+    producer.produce("payments", b"first", partition=0)
+    assert producer.flush(15) == 0
+    moved = kaflet_cluster.chaos.move_leader("payments", 0)
+    producer.produce("payments", b"second", partition=0)
+    assert producer.flush(15) == 0
+    assert moved["leader_epoch"] == 1
+    assert (
+        AdminClient({"bootstrap.servers": kaflet_cluster.bootstrap})
+        .list_topics("payments", timeout=10)
+        .topics["payments"]
+        .partitions[0]
+        .leader
+        == moved["leader"]
+    )
+
+
+@pytest.mark.parametrize("kaflet_cluster", [2], indirect=True)
+def test_kaflet_cluster_of_two(kaflet_cluster: KafletCluster) -> None:
+    assert kaflet_cluster.node_ids == [1, 2]
+    assert sorted(AdminClient({"bootstrap.servers": kaflet_cluster.bootstrap}).list_topics(timeout=10).brokers) == [1, 2]
+
+
+def test_kafka_python_with_the_session_cluster(kaflet_cluster_session: KafletCluster) -> None:
+    producer = KafkaProducer(bootstrap_servers=kaflet_cluster_session.bootstrap)
+    producer.send(f"s-{uuid.uuid4().hex[:8]}", b"v").get(timeout=10)
+    producer.close()
+    kaflet_cluster_session.chaos.node(2).latency(5)  # cleared by the plugin after this test

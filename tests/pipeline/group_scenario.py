@@ -27,6 +27,7 @@ SOURCE = "orders"
 OUTPUT = "orders-enriched"
 GROUP = "enricher"
 PARTITIONS = 4
+FANOUT = frozenset({(SOURCE, 2, 1)})  # source records the transform writes two outputs for
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Scenario:
     duplicated: dict[tuple[str, int, int], int] = field(default_factory=dict)  # source record -> generation of its extra copy
     lost: set[tuple[str, int, int]] = field(default_factory=set)
     outputs: int = 0
+    unattributed: int = 0
 
     def log_end_at(self, tp: TP, t_ms: int) -> int:
         """Records of `tp` stamped at or before `t_ms` (the lag estimate's definition of the log end then)."""
@@ -105,10 +107,21 @@ class Driver:
         wait_until(lambda: now_ms() > mark, timeout=1, interval=0.0005)
 
     def emit(self, tp: TP, offset: int) -> None:
-        self.producer.produce(
-            OUTPUT, value=b"enriched", key=f"{tp[0]}/{tp[1]}/{offset}".encode(), headers=source_headers(tp[0], tp[1], offset)
-        )
+        key = f"{tp[0]}/{tp[1]}/{offset}".encode()
+        if (tp[0], tp[1], offset) in FANOUT:
+            # This transform writes two outputs for that record: copies 0 and 1, not duplicates.
+            for index in (0, 1):
+                self.producer.produce(OUTPUT, value=b"enriched", key=key, headers=source_headers(tp[0], tp[1], offset, index))
+                self.s.outputs += 1
+            return
+        self.producer.produce(OUTPUT, value=b"enriched", key=key, headers=source_headers(tp[0], tp[1], offset))
         self.s.outputs += 1
+
+    def emit_unattributed(self) -> None:
+        """An output with no source headers (another writer's record in the output topic)."""
+        self.producer.produce(OUTPUT, value=b"stray", headers=[("trace-id", b"x")])
+        self.s.outputs += 1
+        self.s.unattributed += 1
 
     # -- the group -------------------------------------------------------------------------
 
@@ -246,6 +259,7 @@ def run_scenario(bootstrap: str, between: Any = None) -> Scenario:
         lost = frozenset({(SOURCE, 0, 4)})
         for name in ("c1", "c2"):
             d.process(name, 3, skip=lost)
+        d.emit_unattributed()
         if between is not None:
             between(d.s)
         d.produce_source(5)

@@ -27,7 +27,17 @@ from pipeline.analytics import lag, timeline
 from pipeline.analytics.cli import main
 from pipeline.analytics.jobs import JobOptions
 from storage import offsets_records as orec
-from tests.pipeline.group_scenario import CG_GROUP, CG_TOPIC, GROUP, OUTPUT, SOURCE, Scenario, run_consumer_group_scenario, run_scenario
+from tests.pipeline.group_scenario import (
+    CG_GROUP,
+    CG_TOPIC,
+    FANOUT,
+    GROUP,
+    OUTPUT,
+    SOURCE,
+    Scenario,
+    run_consumer_group_scenario,
+    run_scenario,
+)
 from tests.support.procs import BrokerProcess
 from tests.support.waiting import wait_until
 
@@ -241,11 +251,14 @@ def test_audit_finds_exactly_the_arranged_losses_and_duplicates(spark: Any, worl
     want = Counter(s.duplicated.values())
     assert by_gen == {g: (n, n) for g, n in want.items()}
     by_part = {r["source_partition"]: r for r in rows(spark, world.out, "audit_by_partition")}
+    stray = by_part.pop(None)
+    assert stray["unattributed"] == s.unattributed == 1 and stray["source_topic"] is None
     assert set(by_part) == {p for (_, p) in s.produced}
     for p, r in by_part.items():
         records = len(s.produced[(SOURCE, p)])
         lost_here = sum(1 for (_, lp, _) in s.lost if lp == p)
         dup_here = sum(1 for (_, dp, _) in s.duplicated if dp == p)
+        fanout_here = sum(1 for (_, fp, _) in FANOUT if fp == p)
         assert (r["source_records"], r["processed_records"], r["lost"], r["duplicated"], r["extra_copies"], r["unattributed"]) == (
             records,
             records,  # the scenario processes and commits everything
@@ -254,8 +267,8 @@ def test_audit_finds_exactly_the_arranged_losses_and_duplicates(spark: Any, worl
             dup_here,
             0,
         )
-        assert r["output_records"] == records - lost_here + dup_here
-    assert sum(r["output_records"] for r in by_part.values()) == s.outputs
+        assert r["output_records"] == records - lost_here + dup_here + fanout_here
+    assert sum(r["output_records"] for r in by_part.values()) + stray["unattributed"] == s.outputs
 
 
 def test_report_renders_with_png_images(world: World) -> None:

@@ -121,3 +121,18 @@ def test_fail_on_data_loss_when_a_restarted_stream_finds_its_offsets_deleted(
     assert error is not None and "cannot fetch offsets [3, 6)" in str(error) and "failOnDataLoss" in str(error)
     assert run(failOnDataLoss="false") is None  # the same checkpoint, going on from what is there
     assert [o for _, o, _ in _sink(spark, out)] == [0, 1, 2, 6, 7]
+
+
+def test_a_broker_that_goes_away_fails_the_running_stream_naming_its_address(spark: Any, broker_proc: Any, topic_name: str) -> None:
+    broker = broker_proc()
+    create_topic(broker.bootstrap, topic_name, 1)
+    _fill(broker.bootstrap, topic_name, 1, 0, 3)
+    df = _stream(spark, broker.bootstrap, subscribe=topic_name, startingOffsets="earliest", **{"kafka.default.api.timeout.ms": "1000"})
+    query = df.writeStream.format("noop").trigger(processingTime="100 milliseconds").start()
+    try:
+        wait_until(lambda: sum(p["numInputRows"] for p in query.recentProgress) == 3, timeout=60, message="the records")
+        broker.kill()
+        wait_until(lambda: not query.isActive, timeout=60, message="the query to fail")
+        assert f"cannot reach Kafka at kafka.bootstrap.servers={broker.bootstrap}" in str(query.exception())
+    finally:
+        query.stop()
