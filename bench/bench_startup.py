@@ -18,6 +18,6 @@ def run(ctx: Context) -> list[Row]:
             mock_ms.append(m.start_seconds * 1000)
     ctx.raw.update(kaflet_ms=kaflet_ms, mock_ms=mock_ms)
     return [
-        Row("process start -> ready (median)", "ms", median(kaflet_ms), median(mock_ms), higher_is_better=False, target=Target("<=", 250)),
+        Row("process start -> ready (median)", "ms", median(kaflet_ms), median(mock_ms), higher_is_better=False, target=Target("<=", 150)),
         Row("process start -> ready (min)", "ms", min(kaflet_ms), min(mock_ms), higher_is_better=False),
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import struct
 import time
 import uuid
@@ -32,6 +33,7 @@ from protocol.records import (
     iter_all_records,
     set_log_append_time,
 )
+from storage.checkpoint import fsync_dir
 from storage.config import LogConfig
 from storage.errors import OffsetOutOfRange, StorageError
 from storage.producer_state import ProducerState, list_snapshots, write_snapshot
@@ -147,6 +149,10 @@ class PartitionLog:
         self.corrupt_regions = 0  # regions iter_batches skipped as corrupt (logged at ERROR)
         self.closed = False
         self.deleted = False
+        # An empty log not yet on disk (open(defer_create=True)): the first write makes its files.
+        self.deferred = False
+        self.deferred_topic_id: uuid.UUID | None = None
+        self.sync_new_dirs = False  # --fsync always: a materialized log's directory entries fsynced
         # Hooks the LogManager sets: a rolled segment to fsync; the log start moved.
         self.on_roll: Callable[[PartitionLog, Segment], None] | None = None
         self.on_log_start_changed: Callable[[PartitionLog], None] | None = None
@@ -172,11 +178,24 @@ class PartitionLog:
         log_start_offset: int = 0,
         recovery_point: int | None = None,
         clean: bool = True,
+        defer_create: bool = False,
     ) -> PartitionLog:
         """Open (or create) the log in `directory`. After an unclean shutdown, segments from the
-        one holding `recovery_point` onward are validated batch by batch and a bad tail is cut."""
+        one holding `recovery_point` onward are validated batch by batch and a bad tail is cut.
+
+        With `defer_create`, a log whose directory does not exist yet is created in memory only:
+        its directory and files are made by the first write (`materialize`). A fresh data dir's
+        100 internal partitions (__consumer_offsets, __transaction_state) cost nothing on disk
+        until a group or transaction lands in one."""
         self = cls(directory, topic, partition, config)
         created = not directory.exists()
+        if created and defer_create:
+            self._add_segment(Segment.deferred(directory, log_start_offset, config.segment_index_bytes, config.index_interval_bytes))
+            self.next_offset = self.log_start_offset = self.recovery_point = log_start_offset
+            self.producers.truncate_head(log_start_offset)
+            self.deferred_topic_id = topic_id
+            self.deferred = True
+            return self
         directory.mkdir(parents=True, exist_ok=True)
         if topic_id is not None and (created or not (directory / "partition.metadata").exists()):
             (directory / "partition.metadata").write_text(f"version: 0\ntopic_id: {kafka_uuid(topic_id)}\n")
@@ -211,6 +230,28 @@ class PartitionLog:
         self.recovery_point = min(max(self.recovery_point, self.log_start_offset), self.next_offset)
         self._load_producer_state()
         return self
+
+    def materialize(self) -> None:
+        """Make the directory and files of a log opened with `defer_create` (before its first
+        write). On a full disk what was made is removed again and OSError raised."""
+        if not self.deferred:
+            return
+        seg = self.segments[0]
+        made_dir = False
+        try:
+            self.dir.mkdir(parents=True, exist_ok=False)
+            made_dir = True
+            if self.deferred_topic_id is not None:
+                (self.dir / "partition.metadata").write_text(f"version: 0\ntopic_id: {kafka_uuid(self.deferred_topic_id)}\n")
+            seg.create_files()
+            if self.sync_new_dirs:
+                fsync_dir(self.dir)  # its first segment's entry
+                fsync_dir(self.dir.parent)  # the partition directory's entry
+        except OSError:
+            if made_dir:
+                shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+        self.deferred = False
 
     def _add_segment(self, seg: Segment) -> None:
         self.segments.append(seg)
@@ -261,6 +302,7 @@ class PartitionLog:
                 break
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
+        self.materialize()
         for seg in self.segments:
             seg.delete()
         self.segments.clear()
@@ -338,6 +380,8 @@ class PartitionLog:
         sequence gap or old epoch raises OutOfOrderSequence / InvalidProducerEpoch."""
         if self.closed:
             raise StorageError(f"log {self.name} is closed")
+        if self.deferred:
+            self.materialize()
         histogram = self.append_histogram
         started = time.perf_counter() if histogram is not None else 0.0
         if not isinstance(batch, bytearray):
@@ -682,6 +726,8 @@ class PartitionLog:
         self.recovery_point = max(self.recovery_point, end)
 
     def snapshot_producers(self, fsync: bool = False) -> None:
+        if self.deferred:
+            return  # never written: no producer state, no directory to hold a snapshot
         write_snapshot(self.dir, self.next_offset, self.producers, fsync)
         snapshots = list_snapshots(self.dir)
         for _offset, path in snapshots[:-_SNAPSHOTS_KEPT]:

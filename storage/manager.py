@@ -151,11 +151,14 @@ class LogManager:
         if set_aside:
             fsync_dir(self.dir)
         existing = len(self.logs)
-        if not existing:
-            self.was_clean = True  # a new data dir (or one without logs): nothing to recover
         for tp, topic in wanted.items():
             if tp not in self.logs:
+                # An internal partition never written has no directory (open's defer_create) but
+                # is in the checkpoints of the shutdown before: it existed as much as any other.
+                existing += tp in recovery
                 self.logs[tp] = self._open(topic, tp[1], None, 0, True)
+        if not existing:
+            self.was_clean = True  # a new data dir (or one without logs): nothing to recover
         if clean:
             marker.unlink()
         # clean_shutdown only where logs existed to recover: a new data dir had no shutdown at all.
@@ -207,8 +210,10 @@ class LogManager:
             log_start_offset=log_start,
             recovery_point=recovery_point,
             clean=clean,
+            defer_create=bool(getattr(topic, "internal", False)),
         )
-        if created and self.fsync == "always":
+        plog.sync_new_dirs = self.fsync == "always"
+        if created and not plog.deferred and self.fsync == "always":
             fsync_dir(directory)  # its first segment's entry
             fsync_dir(self.dir)  # the partition directory's entry
         plog.on_roll = self._on_roll

@@ -82,6 +82,41 @@ class Segment:
                 raise
 
     @classmethod
+    def deferred(cls, directory: Path, base_offset: int, index_bytes: int, index_interval: int = 4096) -> Segment:
+        """An empty new segment whose files do not exist yet (fd -1): `create_files` makes them."""
+        self = cls.__new__(cls)
+        self.dir = directory
+        self.index_interval = index_interval
+        self.base_offset = base_offset
+        name = segment_name(base_offset)
+        self.log_path = directory / (name + LOG_SUFFIX)
+        self.fd = -1
+        self.size = 0
+        self.created_ms = int(time.time() * 1000)
+        self.flushed_size = 0
+        self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
+        self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
+        self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
+        self.indexes_loaded = True
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = -1
+        self.bytes_since_index = 0
+        return self
+
+    def create_files(self) -> None:
+        """The files of a `deferred` segment (its directory exists)."""
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            for index in (self.index, self.time_index):
+                index.path.write_bytes(b"")
+        except OSError:
+            os.close(self.fd)
+            self.fd = -1
+            raise
+
+    @classmethod
     def create_or_undo(cls, directory: Path, base_offset: int, index_bytes: int, index_interval: int) -> Segment:
         """A new segment; if its files cannot all be made (a full disk), those that were are
         removed again, so that a later attempt at the same base offset can succeed."""
@@ -104,7 +139,10 @@ class Segment:
     @property
     def mtime_ms(self) -> int:
         """The log file's last-modified time, read afresh as Kafka's LogSegment.lastModified is."""
-        st = os.fstat(self.fd) if self.fd >= 0 else os.stat(self.log_path)
+        try:
+            st = os.fstat(self.fd) if self.fd >= 0 else os.stat(self.log_path)
+        except FileNotFoundError:
+            return self.created_ms  # a deferred segment: not on disk yet
         return int(st.st_mtime * 1000)
 
     # -- indexes --------------------------------------------------------------------------

@@ -75,12 +75,12 @@ class Admin:
         self.consumer.close()
 
     def topics(self) -> dict[str, int]:
-        """Every topic's partition count (internal topics excluded, as a pattern subscription excludes them)."""
+        """Every topic's partition count, internal topics included."""
         try:
             md = self.consumer.list_topics(timeout=self.timeout)
         except Exception as e:
             raise self._fail(f"listing topics within {self.timeout:g} s", e) from None
-        return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None and not name.startswith("__")}
+        return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
     def partitions(self, sub: Subscription) -> list[TopicPartition]:
         """The partitions a subscription covers now, sorted."""
@@ -88,10 +88,13 @@ class Admin:
             return sorted(sub.partitions)
         topics = self.topics()
         if sub.kind == "subscribe":
+            # Named topics are read even when internal (`__consumer_offsets`), as the Java
+            # consumer subscribes to them; a pattern skips internal topics, as
+            # exclude.internal.topics=true (its default) makes it.
             names = [t for t in sub.topics if t in topics]
         else:
             pattern = re.compile(sub.pattern)
-            names = [t for t in topics if pattern.fullmatch(t)]
+            names = [t for t in topics if pattern.fullmatch(t) and not t.startswith("__")]
         return sorted((t, p) for t in names for p in range(topics[t]))
 
     def _list(self, requests: dict[TopicPartition, int]) -> Offsets:

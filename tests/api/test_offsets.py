@@ -143,3 +143,32 @@ async def test_init_producer_id(make_config: Callable[..., Config]) -> None:
             bad = await client.request(d.init_producer_id(producer_id=5, epoch=-1))
             assert (bad.error_code, bad.producer_id, bad.producer_epoch) == (ErrorCode.INVALID_REQUEST, -1, -1)
             await client.close()
+
+
+async def test_internal_partitions_reach_the_disk_with_their_first_write(make_config: Callable[..., Config]) -> None:
+    """A fresh data dir holds no __consumer_offsets / __transaction_state partition directories
+    (they are created in memory, made on disk by their first write); a commit makes its shard's,
+    and a restart on the data dir serves it and still creates the others lazily."""
+    from tests.support import groups as g
+    from tests.support.coordinator import committed
+
+    config = make_config()
+    async with Broker(config) as b:
+        root = b.datadir.path
+        assert not [p for p in os.listdir(root) if p.startswith(("__consumer_offsets-", "__transaction_state-"))]
+        b.topics.create("t", 1)
+        await b.coordinator.loaded.wait()
+        client = await RawClient.connect(b.bootstrap)
+        resp = await client.request(g.commit_request("lazy-dirs", {("t", 0): 42}))
+        assert resp.topics[0].partitions[0].error_code == 0
+        shard = b.coordinator.partition_for("lazy-dirs")
+        made = sorted(p for p in os.listdir(root) if p.startswith("__consumer_offsets-"))
+        assert made == [f"__consumer_offsets-{shard}"]
+        assert os.path.getsize(root / made[0] / "00000000000000000000.log") > 0
+        await client.close()
+    async with Broker(config) as b:
+        await b.coordinator.loaded.wait()
+        client = await RawClient.connect(b.bootstrap)
+        assert await committed(client, "lazy-dirs") == {("t", 0): 42}
+        assert sorted(p for p in os.listdir(b.datadir.path) if p.startswith("__consumer_offsets-")) == made
+        await client.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest
 
 from broker import Broker
 from protocol.errors import ErrorCode
@@ -144,6 +144,16 @@ async def test_create_topics_on_a_full_disk_answers_storage_error(on_disk: Broke
         resp = await client.request(CreateTopicsRequest[5](topics=[topic], timeout_ms=5000, validate_only=False))
         assert resp.topics[0].error_code == 0 and broker.topics.get("new") is not None
         assert (await produce(client, "new", 2, d.batch(1))).base_offset == 0
+        # CreatePartitions likewise: refused whole, nothing of the new partitions left behind.
+        disk.fill(broker)
+        more = CreatePartitionsRequest.CreatePartitionsTopic(name="new", count=6, assignments=None)
+        resp = await client.request(CreatePartitionsRequest[3](topics=[more], timeout_ms=5000, validate_only=False))
+        assert resp.results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR, resp
+        assert broker.topics.get("new").partitions == 3  # type: ignore[union-attr]
+        assert sorted(p.name for p in (disk.path / "data").iterdir() if p.name.startswith("new-")) == ["new-0", "new-1", "new-2"]
+        disk.free(broker)
+        resp = await client.request(CreatePartitionsRequest[3](topics=[more], timeout_ms=5000, validate_only=False))
+        assert resp.results[0].error_code == 0 and broker.topics.get("new").partitions == 6  # type: ignore[union-attr]
     finally:
         await client.close()
 

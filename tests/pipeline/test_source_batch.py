@@ -179,3 +179,20 @@ def test_an_empty_or_missing_topic_reads_nothing(spark: Any, kaflet: Any, topic_
     create_topic(kaflet.bootstrap, topic_name, 2)
     assert _read(spark, kaflet.bootstrap, subscribe=topic_name).collect() == []
     assert _read(spark, kaflet.bootstrap, subscribe=f"{topic_name}-never-created").collect() == []
+
+
+def test_a_named_internal_topic_is_read_and_a_pattern_skips_internal_topics(spark: Any, kaflet: Any, topic_name: str) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    _fill(kaflet.bootstrap, topic_name, 1, 2)
+    group = f"{topic_name}-g"
+    consumer = Consumer({"bootstrap.servers": kaflet.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 2)], asynchronous=False)
+    finally:
+        consumer.close()
+    # As the Java consumer does: a named internal topic is subscribed to (the analytics read
+    # __consumer_offsets this way), while a pattern leaves internal topics out.
+    rows = _read(spark, kaflet.bootstrap, subscribe="__consumer_offsets").collect()
+    assert any(r.key is not None and group.encode() in r.key for r in rows)
+    assert _read(spark, kaflet.bootstrap, subscribePattern="__consumer.*").collect() == []

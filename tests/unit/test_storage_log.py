@@ -360,3 +360,50 @@ def test_a_tail_cut_after_a_clean_shutdown_is_recovered_too(tmp_path: Path) -> N
     assert log.log_end_offset == 4
     assert log.append(batch(1)).base_offset == 4
     log.close()
+
+
+def test_deferred_log_is_made_on_disk_by_its_first_write(tmp_path: Path) -> None:
+    """defer_create (the internal topics): nothing on disk until the first append; then the
+    same layout as a log created at once, and a restart reads back what was written."""
+    import uuid
+
+    topic_id = uuid.uuid4()
+    path = tmp_path / "t-0"
+    log = PartitionLog.open(path, "t", 0, LogConfig(), topic_id=topic_id, defer_create=True)
+    assert log.deferred and not path.exists()
+    assert log.read(0, 1 << 20) is None and list(log.iter_batches()) == [] and log.log_end_offset == 0
+    assert log.delete_old_segments() == 0 and log.segments[0].largest_timestamp > 0
+    log.close()  # a clean shutdown of a log never written leaves nothing behind
+    assert not path.exists()
+
+    log = PartitionLog.open(path, "t", 0, LogConfig(), topic_id=topic_id, defer_create=True)
+    assert log.append(batch(3)).base_offset == 0
+    assert not log.deferred
+    assert sorted(os.listdir(path)) == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+        "partition.metadata",
+    ]
+    assert str(topic_id) not in (path / "partition.metadata").read_text()  # Kafka's base64 form, as for any log
+    log.close()
+    again = PartitionLog.open(path, "t", 0, LogConfig(), topic_id=topic_id, recovery_point=3, defer_create=True)
+    assert not again.deferred and again.log_end_offset == 3 and offsets_in(again.read(0, 1 << 20)) == [0]
+    again.close()
+
+
+def test_deferred_log_on_a_full_disk_leaves_nothing_and_can_retry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t-0"
+    log = PartitionLog.open(path, "t", 0, LogConfig(), defer_create=True)
+    real = Segment.create_files
+
+    def full(self: Segment) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Segment, "create_files", full)
+    with pytest.raises(OSError):
+        log.append(batch())
+    assert log.deferred and not path.exists()
+    monkeypatch.setattr(Segment, "create_files", real)
+    assert log.append(batch()).base_offset == 0 and log.log_end_offset == 2
+    log.close()
