@@ -193,8 +193,9 @@ class Mock(_Child):
 
     name = "mock"
 
-    def __init__(self, rebalance_delay_ms: int | None = None, consumer_heartbeat_interval_ms: int | None = None) -> None:
+    def __init__(self, rebalance_delay_ms: int | None = None, consumer_heartbeat_interval_ms: int | None = None, brokers: int = 1) -> None:
         super().__init__()
+        self.brokers = brokers  # > 1: bootstrap names every broker (bench_cluster)
         self.rebalance_delay_ms = rebalance_delay_ms
         self.consumer_heartbeat_interval_ms = consumer_heartbeat_interval_ms
         self.ready: dict[str, Any] = {}
@@ -205,6 +206,8 @@ class Mock(_Child):
             cmd += ["--rebalance-delay-ms", str(self.rebalance_delay_ms)]
         if self.consumer_heartbeat_interval_ms is not None:
             cmd += ["--consumer-heartbeat-interval-ms", str(self.consumer_heartbeat_interval_ms)]
+        if self.brokers != 1:
+            cmd += ["--brokers", str(self.brokers)]
         self._spawn(cmd, "stdout", stdin=subprocess.PIPE)
         self.ready = self.wait_for(lambda r: r.get("event") == "mock ready", timeout)
         self.start_seconds = time.perf_counter() - self.spawned_at
@@ -271,6 +274,11 @@ def _load_librdkafka() -> Any:
     lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms.argtypes = [p, ctypes.c_int]
     lib.rd_kafka_mock_topic_create.restype = i
     lib.rd_kafka_mock_topic_create.argtypes = [p, c, i, i]
+    # Moves, for bench_cluster: a group's coordinator and a partition's leader.
+    lib.rd_kafka_mock_coordinator_set.restype = i
+    lib.rd_kafka_mock_coordinator_set.argtypes = [p, c, c, ctypes.c_int32]
+    lib.rd_kafka_mock_partition_set_leader.restype = i
+    lib.rd_kafka_mock_partition_set_leader.argtypes = [p, c, ctypes.c_int32, ctypes.c_int32]
     lib.rd_kafka_destroy.argtypes = [p]
     lib.rd_kafka_err2str.restype = c
     return lib
@@ -290,6 +298,7 @@ def mock_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench.procs mock")
     parser.add_argument("--rebalance-delay-ms", type=int, default=None)
     parser.add_argument("--consumer-heartbeat-interval-ms", type=int, default=None)
+    parser.add_argument("--brokers", type=int, default=1)
     args = parser.parse_args(argv)
 
     lib = rk = mcluster = keeper = None
@@ -298,7 +307,7 @@ def mock_main(argv: list[str]) -> int:
         lib = _load_librdkafka()
         conf = lib.rd_kafka_conf_new()
         err = ctypes.create_string_buffer(512)
-        if lib.rd_kafka_conf_set(conf, b"test.mock.num.brokers", b"1", err, 512) != 0:
+        if lib.rd_kafka_conf_set(conf, b"test.mock.num.brokers", str(args.brokers).encode(), err, 512) != 0:
             raise OSError(err.value.decode())
         rk = lib.rd_kafka_new(0, conf, err, 512)  # RD_KAFKA_PRODUCER
         if not rk:
@@ -322,10 +331,11 @@ def mock_main(argv: list[str]) -> int:
     admin = AdminClient({"bootstrap.servers": bootstraps})
     md = admin.list_topics(timeout=10)
     broker = next(iter(md.brokers.values()))
+    every = ",".join(f"{b.host}:{b.port}" for _id, b in sorted(md.brokers.items()))
     del admin
     _say(
         event="mock ready",
-        bootstrap=f"{broker.host}:{broker.port}",
+        bootstrap=f"{broker.host}:{broker.port}" if args.brokers == 1 else every,
         c_api=lib is not None,
         rebalance_delay_ms=args.rebalance_delay_ms if lib is not None else 3000,
         note=note,
@@ -342,6 +352,15 @@ def mock_main(argv: list[str]) -> int:
                 _say(reply=op, error=note)
                 continue
             code = lib.rd_kafka_mock_topic_create(mcluster, cmd["name"].encode(), int(cmd["partitions"]), 1)
+            _say(reply=op, error=lib.rd_kafka_err2str(code).decode() if code else "")
+        elif op in ("coordinator_set", "partition_set_leader"):
+            if lib is None:
+                _say(reply=op, error=note)
+                continue
+            if op == "coordinator_set":
+                code = lib.rd_kafka_mock_coordinator_set(mcluster, b"group", cmd["key"].encode(), int(cmd["broker"]))
+            else:
+                code = lib.rd_kafka_mock_partition_set_leader(mcluster, cmd["topic"].encode(), int(cmd["partition"]), int(cmd["broker"]))
             _say(reply=op, error=lib.rd_kafka_err2str(code).decode() if code else "")
         elif op == "stop":
             break

@@ -34,6 +34,7 @@ BENCHMARKS = [
     "metrics",
     "assignors",
     "transactions",
+    "cluster",
     "fuzz",
     "spark",
 ]

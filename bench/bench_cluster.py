@@ -1,0 +1,216 @@
+"""A cluster in one process (issue 15): start-up of 3 brokers against 1, a coordinator move until a
+10-member librdkafka group is back at work, a leadership move until the producer's next ack.
+
+Baselines: the 1-broker kaflet for start-up; the librdkafka mock cluster with 3 brokers for the
+moves (`rd_kafka_mock_coordinator_set`, `rd_kafka_mock_partition_set_leader`).
+
+"Back at work" after a coordinator move: every member has had an OffsetCommit accepted by the new
+coordinator (each member commits every 100 ms). kaflet's group stays Stable through a move (the
+new coordinator loads it from the log, as Kafka's does), so this is the time the members take to
+find the new coordinator and be served by it, Kafka's recovery path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.context import Context, Row, Target, median
+from bench.procs import Kaflet, Mock
+
+ABOUT = "3-broker start vs 1; coordinator move -> 10-member group served again; leader move -> next acknowledged record"
+
+HEARTBEAT_MS = 1000
+
+
+class _Member(threading.Thread):
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+        from confluent_kafka import Consumer
+
+        super().__init__(daemon=True)
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": name,
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": HEARTBEAT_MS,
+                "enable.auto.commit": False,
+            }
+        )
+        self.consumer.subscribe([topic])
+        self.stopping = threading.Event()
+        self.last_ok = 0.0  # perf_counter() of the last commit accepted
+
+    def run(self) -> None:
+        from confluent_kafka import TopicPartition
+
+        last_try = 0.0
+        while not self.stopping.is_set():
+            self.consumer.poll(0.02)
+            now = time.perf_counter()
+            assignment = self.consumer.assignment()
+            if assignment and now - last_try >= 0.1:
+                last_try = now
+                try:
+                    self.consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, 0) for tp in assignment], asynchronous=False)
+                    self.last_ok = time.perf_counter()
+                except Exception:
+                    pass
+        self.consumer.close()
+
+
+def _coordinator_moves(bootstrap: str, move: Callable[[str, int], None], rounds: int) -> list[float]:
+    """Seconds from each move until every member of a 10-member group had a commit accepted after it."""
+    group, topic = f"bench-{time.time_ns()}", "moves"
+    members = [_Member(bootstrap, group, topic, f"m{i}") for i in range(10)]
+    for m in members:
+        m.start()
+    times: list[float] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not all(m.last_ok for m in members):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the group never formed")
+            time.sleep(0.05)
+        for r in range(rounds):
+            t0 = time.perf_counter()
+            move(group, r)
+            deadline = time.monotonic() + 60
+            while not all(m.last_ok > t0 for m in members):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the group never came back")
+                time.sleep(0.005)
+            times.append(max(m.last_ok for m in members) - t0)
+    finally:
+        for m in members:
+            m.stopping.set()
+        for m in members:
+            m.join(30)
+    return times
+
+
+def _leader_moves(bootstrap: str, topic: str, move: Callable[[int], None], rounds: int) -> list[float]:
+    """Seconds from each leadership move of partition 0 until an ack of a record produced after it."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    acks: list[tuple[float, float]] = []  # (sent, acknowledged)
+
+    def delivered(err: Any, msg: Any, sent: float) -> None:
+        if err is None:
+            acks.append((sent, time.perf_counter()))
+
+    stop = threading.Event()
+
+    def pump() -> None:
+        while not stop.is_set():
+            sent = time.perf_counter()
+            producer.produce(topic, b"x", partition=0, on_delivery=lambda err, msg, s=sent: delivered(err, msg, s))
+            producer.poll(0.002)
+        producer.flush(30)
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    times: list[float] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not acks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for r in range(rounds):
+            time.sleep(0.2)
+            t0 = time.perf_counter()
+            move(r)
+            deadline = time.monotonic() + 30
+            while not any(sent > t0 for sent, _ in list(acks)) and time.monotonic() < deadline:
+                time.sleep(0.002)
+            after = [ack for sent, ack in list(acks) if sent > t0]
+            if after:
+                times.append(min(after) - t0)
+    finally:
+        stop.set()
+        thread.join(30)
+    return times
+
+
+def _create_topics(bootstrap: str, topics: list[str]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for topic in topics:
+        producer.produce(topic, b"create")  # auto-created (10 partitions: --default-partitions)
+    producer.flush(30)
+
+
+def run(ctx: Context) -> list[Row]:
+    from broker.cluster.control import ControlClient
+
+    rows: list[Row] = []
+    three: list[float] = []
+    one: list[float] = []
+    for _ in range(ctx.size(6, 2)):  # alternate, so background noise hits both alike
+        with Kaflet("--brokers", "3").start() as k:
+            three.append(k.start_seconds * 1000)
+        with Kaflet().start() as k:
+            one.append(k.start_seconds * 1000)
+    ctx.raw.update(startup_3_ms=three, startup_1_ms=one)
+    rows.append(
+        Row(
+            "3-broker cluster start -> ready (median)",
+            "ms",
+            median(three),
+            median(one),
+            higher_is_better=False,
+            baseline_name="1 broker",
+            target=Target("ratio>=", 1 / 1.5),
+        )
+    )
+
+    rounds = ctx.size(4, 2)
+    with Kaflet("--brokers", "3", "--control", "--default-partitions", "10").start() as k:
+        control = ControlClient(f"127.0.0.1:{k.metrics_port}")
+        _create_topics(k.bootstrap, ["moves", "lead"])
+        kaflet_coord = _coordinator_moves(k.bootstrap, lambda group, _r: control.apply("move_coordinator", {"group": group}), rounds)
+        kaflet_leader = _leader_moves(
+            k.bootstrap, "lead", lambda r: control.apply("move_leader", {"topic": "lead", "partition": 0}), rounds
+        )
+    mock_coord: list[float] = []
+    mock_leader: list[float] = []
+    with Mock(brokers=3).start() as m:
+        if m.controllable:
+            m.create_topic("moves", 10)
+            m.create_topic("lead", 1)
+            # brokers 2, 3, 1, 2, ...: each move changes the coordinator (the mock starts it on broker 1 or elsewhere)
+            mock_coord = _coordinator_moves(
+                m.bootstrap, lambda group, r: m.command("coordinator_set", key=group, broker=(r + 1) % 3 + 1), rounds
+            )
+            mock_leader = _leader_moves(
+                m.bootstrap, "lead", lambda r: m.command("partition_set_leader", topic="lead", partition=0, broker=(r % 2) + 2), rounds
+            )
+        else:
+            ctx.note("mock C API unavailable: no mock baseline for the moves")
+    ctx.raw.update(
+        kaflet_coordinator_s=kaflet_coord, mock_coordinator_s=mock_coord, kaflet_leader_s=kaflet_leader, mock_leader_s=mock_leader
+    )
+    rows.append(
+        Row(
+            "coordinator move -> 10-member group served (median)",
+            "ms",
+            median(kaflet_coord) * 1000 if kaflet_coord else None,
+            median(mock_coord) * 1000 if mock_coord else None,
+            higher_is_better=False,
+            target=Target("<=", HEARTBEAT_MS + 1000),
+        )
+    )
+    rows.append(
+        Row(
+            "leader move -> next acknowledged record (median)",
+            "ms",
+            median(kaflet_leader) * 1000 if kaflet_leader else None,
+            median(mock_leader) * 1000 if mock_leader else None,
+            higher_is_better=False,
+        )
+    )
+    return rows
