@@ -371,9 +371,12 @@ class PartitionLog:
 
     # -- appending --------------------------------------------------------------------------
 
-    def append(self, batch: bytearray | bytes, *, now: int | None = None, check_producer: bool = True) -> AppendResult:
+    def append(self, batch: bytearray | bytes | memoryview, *, now: int | None = None, check_producer: bool = True) -> AppendResult:
         """Append one validated batch: assign offsets by patching baseOffset in place, write it to
-        the active segment (no fsync), update indexes and producer state, wake fetches.
+        the active segment (no fsync), update indexes and producer state, wake fetches. A batch
+        that is not a bytearray is not copied (a produced 1 MiB batch): its first 16 bytes
+        (base offset, length, leader epoch: outside the CRC) are written patched, the rest as is,
+        in one writev; a LogAppendTime topic rewrites timestamps and CRC, so it copies.
 
         A batch of an idempotent producer is checked first: a duplicate of one of its last five
         batches is not appended and its original offsets are returned (`duplicate=True`); a
@@ -384,7 +387,8 @@ class PartitionLog:
             self.materialize()
         histogram = self.append_histogram
         started = time.perf_counter() if histogram is not None else 0.0
-        if not isinstance(batch, bytearray):
+        config = self.config
+        if not isinstance(batch, bytearray) and config.log_append_time:
             batch = bytearray(batch)
         header = _new(BatchHeader, _HEADER_UNPACK(batch, 0))
         base = self.next_offset
@@ -393,7 +397,6 @@ class PartitionLog:
             dup = self.producers.check(header, base)
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.last_offset, dup.timestamp, self.log_start_offset, 0, True)
-        config = self.config
         size = len(batch)
         last = base + header[6]
         max_ts = header[8]
@@ -403,13 +406,17 @@ class PartitionLog:
             set_log_append_time(batch, 0, append_time)
             max_ts = append_time
         seg = self.segments[-1]
-        _BASE_LEN_EPOCH.pack_into(batch, 0, base, header[1], self.leader_epoch)
+        if isinstance(batch, bytearray):
+            _BASE_LEN_EPOCH.pack_into(batch, 0, base, header[1], self.leader_epoch)
+            data: Any = batch
+        else:
+            data = (_BASE_LEN_EPOCH.pack(base, header[1], self.leader_epoch), memoryview(batch)[_BASE_LEN_EPOCH.size :])
         try:
             if self.check_write is not None:
                 self.check_write(self.topic, self.partition)  # an injected disk fault (broker/faults.py)
             if seg.size and self._should_roll(seg, size, max_ts, last, now):
                 seg = self.roll()
-            seg.append(batch, last, max_ts, config.index_interval_bytes)
+            seg.append(data, last, max_ts, config.index_interval_bytes)
         except OSError as exc:
             # Leave no partial batch behind (e.g. the disk filled up mid-write): the log stays
             # exactly as it was, and the next append once space is freed goes on from there.

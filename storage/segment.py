@@ -315,11 +315,20 @@ class Segment:
 
     # -- appending ------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray | memoryview, last_offset: int, max_timestamp: int, index_interval: int) -> int:
-        """Write one batch; returns its file position."""
+    def append(
+        self, data: bytes | bytearray | memoryview | tuple[bytes, memoryview], last_offset: int, max_timestamp: int, index_interval: int
+    ) -> int:
+        """Write one batch (or its patched head and the rest, in one writev); returns its file position."""
         pos = self.size
-        write_all(self.fd, data)
-        size = len(data)
+        if isinstance(data, tuple):
+            head, rest = data
+            size = len(head) + len(rest)
+            written = os.writev(self.fd, data)
+            if written != size:
+                write_all(self.fd, (head + bytes(rest))[written:])
+        else:
+            write_all(self.fd, data)
+            size = len(data)
         self.size = pos + size
         if self.first_batch_timestamp == -1 or (self.first_batch_timestamp is None and pos == 0):
             self.first_batch_timestamp = max_timestamp

@@ -197,7 +197,7 @@ def _append(log: Any, batch: memoryview, res: PartitionResult, transactional_id:
                 res.error = code
                 res.log_start_offset = log.log_start_offset
                 return
-        result = log.append(bytearray(batch))
+        result = log.append(batch)  # not copied: the log writes the patched head and the rest
     except RecordErrors as exc:
         res.error = exc.code
         res.record_errors = exc.record_errors
