@@ -28,6 +28,18 @@ def group_view(handle: KafletBroker, group: str) -> tuple[str, int, int] | None:
     return handle.broker.run(look)
 
 
+def consumer_group_view(handle: KafletBroker, group: str) -> tuple[str, int, int] | None:
+    """(state, group epoch, members) of a KIP-848 consumer group on its current coordinator."""
+
+    def look(server: Any) -> tuple[str, int, int] | None:
+        coordinator = server.state.coordinator if hasattr(server, "nodes") else server.coordinator
+        shard = coordinator.shards[coordinator.partition_for(group)]
+        g = shard.consumer_groups.get(group)
+        return None if g is None else (str(g.state), g.group_epoch, len(g.members))
+
+    return handle.broker.run(look)
+
+
 def stable_with(handle: KafletBroker, group: str, members: int) -> bool:
     view = group_view(handle, group)
     return view is not None and view[0] == "Stable" and view[2] == members
@@ -38,19 +50,18 @@ class Member(threading.Thread):
 
     def __init__(self, bootstrap: str, group: str, topic: str, name: str, seen: dict[str, int], lock: threading.Lock, **extra: Any) -> None:
         super().__init__(daemon=True)
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "client.id": name,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 500,
-                "topic.metadata.refresh.interval.ms": 1000,
-                **extra,
-            }
-        )
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 1000,
+            **extra,
+        }
+        if config.get("group.protocol") != "consumer":  # KIP-848 members take these from the broker
+            config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        self.consumer = Consumer(config)
         self.consumer.subscribe([topic])
         self.seen, self.lock = seen, lock
         self.stopping = threading.Event()
@@ -123,6 +134,39 @@ def test_group_carries_on_while_its_coordinator_moves_twice(kaflet_cluster: Kafl
     check.close()
     # (an empty partition has nothing to commit)
     assert [c.offset if end else 0 for c, end in zip(committed, ends, strict=True)] == ends, [m.errors[-5:] for m in members]
+
+
+@pytest.mark.kaflet(default_partitions=4)
+def test_kip848_group_carries_on_while_its_coordinator_moves(kaflet_cluster: KafletCluster) -> None:
+    bootstrap, group, topic = kaflet_cluster.bootstrap, "movers-848", "events"
+    assert len(produce(bootstrap, topic, [f"a{i}" for i in range(100)])) == 100
+    seen: dict[str, int] = {}
+    lock = threading.Lock()
+    members = [Member(bootstrap, group, topic, f"n{i}", seen, lock, **{"group.protocol": "consumer"}) for i in range(2)]
+    for m in members:
+        m.start()
+    try:
+        wait_until(lambda: (v := consumer_group_view(kaflet_cluster, group)) is not None and v[2] == 2, 30, message="2 members")
+        for round_ in range(2):
+            old = kaflet_cluster.chaos.move_coordinator(group=group)["old_leader"]
+            assert old != kaflet_cluster.broker.run(lambda c: c.coordinator_of(group)[1])
+            more = [f"b{round_}-{i}" for i in range(50)]
+            assert len(produce(bootstrap, topic, more)) == 50
+        expected = {f"a{i}" for i in range(100)} | {f"b{r}-{i}" for r in range(2) for i in range(50)}
+        wait_until(lambda: expected <= set(seen), 60, message=lambda: f"{len(expected - set(seen))} records not consumed")
+        view = consumer_group_view(kaflet_cluster, group)
+        assert view is not None and view[2] == 2  # both members still in the group, on the new coordinator
+    finally:
+        for m in members:
+            m.stopping.set()
+        for m in members:
+            m.join(30)
+    # Their commits reached the coordinator where the group lives now.
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    committed = check.committed([TopicPartition(topic, p) for p in range(4)], timeout=20)
+    ends = [check.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(4)]
+    check.close()
+    assert [c.offset if end else 0 for c, end in zip(committed, ends, strict=True)] == ends
 
 
 @pytest.mark.kaflet(default_partitions=3)
