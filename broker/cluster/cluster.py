@@ -207,6 +207,24 @@ class Cluster:
         )
         return moved
 
+    async def fail_over(self, node_id: int) -> dict[str, Any]:
+        """What Kafka's controller does when a broker dies: every partition it leads (and every
+        `__consumer_offsets` partition, so its groups' coordinators) moves to the next node."""
+        self.node(node_id)
+        if len(self._ids) < 2:
+            return {"moved": 0}
+        moved = 0
+        for topic in list(self.state.topics.topics.values()):
+            for p in range(topic.partitions):
+                if self.leader(topic.name, p) != node_id:
+                    continue
+                if topic.name == OFFSETS_TOPIC:
+                    await self.move_coordinator(p)
+                else:
+                    self.move_leader(topic.name, p)
+                moved += 1
+        return {"moved": moved}
+
     def coordinator_of(self, group_id: str) -> tuple[int, int]:
         """(partition of `__consumer_offsets`, node id) of a group's coordinator."""
         assert self.state.coordinator is not None
@@ -263,6 +281,10 @@ class Cluster:
                         for (t, p), n in self.leaders.items()
                     ],
                 }
+            elif op == "down" and params.pop("failover", False):
+                node = int_param("node")
+                result = {"down": (await self.node(node or 0).chaos.apply("down", params))["down"], **(await self.fail_over(node or 0))}
+                return result
             elif op == "clear" and "node" not in params:
                 self._no_more(op, params)
                 for n in self.nodes:

@@ -249,3 +249,28 @@ def test_broker_down_and_back(kaflet_cluster: KafletCluster) -> None:
     kaflet_cluster.chaos.node(down_node).up()
     assert producer.flush(60) == 0
     assert sorted(acked) == sorted(f"d{i}" for i in range(60))
+
+
+@pytest.mark.kaflet(default_partitions=3)
+def test_broker_down_with_failover_moves_its_partitions_and_groups(kaflet_cluster: KafletCluster) -> None:
+    bootstrap, topic, group = kaflet_cluster.bootstrap, "failover", "fo"
+    produce(bootstrap, topic, ["first"])
+    coordinator = kaflet_cluster.broker.run(lambda c: c.coordinator_of(group)[1])
+    led = kaflet_cluster.broker.run(lambda c: [p for p in range(3) if c.leader(topic, p) == coordinator])
+    result = kaflet_cluster.chaos.node(coordinator).down(failover=True)
+    assert result["down"] == "refuse" and result["moved"] >= len(led) + 1
+    assert kaflet_cluster.broker.run(lambda c: c.coordinator_of(group)[1]) != coordinator
+    # Every partition, those the dead broker led included, is served by the others.
+    acked = produce(bootstrap, topic, [f"x{i}" for i in range(30)])
+    assert len(acked) == 30
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: set[str] = set()
+    deadline = time.monotonic() + 30
+    while len(got) < 31 and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            got.add(msg.value().decode())
+    consumer.close()
+    assert got == {"first", *acked}
+    kaflet_cluster.chaos.node(coordinator).up()
