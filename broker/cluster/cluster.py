@@ -15,8 +15,9 @@ Where Kafka is silent or kaflet decides:
   and one with the current epoch sent to a non-leader gets NOT_LEADER_OR_FOLLOWER;
 - leader epochs and their start offsets live in memory: a restarted cluster starts at epoch 0
   with the default placement;
-- the transaction coordinator is found on the leader of its `__transaction_state` partition but
-  answers on any node (no NOT_COORDINATOR for transactions yet);
+- the transaction coordinator of a transactional id is the leader of its `__transaction_state`
+  partition; InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn sent elsewhere get
+  NOT_COORDINATOR; those partitions do not move (no transaction coordinator moves yet);
 - request metrics count every node's requests together (one metrics listener, the state broker's).
 """
 
@@ -60,10 +61,49 @@ class CoordinatorView:
         return real.shard_for(group_id)  # type: ignore[union-attr]
 
 
+class TxnView:
+    """A node's view of the transaction coordinator: the coordinator operations of a transactional
+    id whose `__transaction_state` partition another node leads get NOT_COORDINATOR (Produce's
+    verification, which runs on the partition's leader, is not a coordinator operation)."""
+
+    def __init__(self, cluster: Cluster, node_id: int) -> None:
+        self._cluster = cluster
+        self._node_id = node_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster.state.txn, name)
+
+    def _elsewhere(self, transactional_id: str | None) -> bool:
+        real = self._cluster.state.txn
+        if transactional_id is None or real is None or not real.active:
+            return False
+        return self._cluster.leader(real.topic_name, real.partition_for(transactional_id)) != self._node_id
+
+    def init_producer_id(self, transactional_id: str | None, *args: Any, **kw: Any) -> Any:
+        if self._elsewhere(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, -1, -1, []
+        return self._cluster.state.txn.init_producer_id(transactional_id, *args, **kw)  # type: ignore[union-attr]
+
+    def add_partitions(self, transactional_id: str, *args: Any, **kw: Any) -> Any:
+        if self._elsewhere(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, []
+        return self._cluster.state.txn.add_partitions(transactional_id, *args, **kw)  # type: ignore[union-attr]
+
+    def add_offsets(self, transactional_id: str, *args: Any, **kw: Any) -> Any:
+        if self._elsewhere(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, []
+        return self._cluster.state.txn.add_offsets(transactional_id, *args, **kw)  # type: ignore[union-attr]
+
+    def end_txn(self, transactional_id: str, *args: Any, **kw: Any) -> Any:
+        if self._elsewhere(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, []
+        return self._cluster.state.txn.end_txn(transactional_id, *args, **kw)  # type: ignore[union-attr]
+
+
 class ClusterNode(Broker):
     """One broker of a Cluster: its own listener, connections, faults and chaos; the rest is the cluster's."""
 
-    _SHARED = ("datadir", "txn", "clock", "metrics")
+    _SHARED = ("datadir", "clock", "metrics")
 
     def __init__(self, cluster: Cluster, config: Config) -> None:
         super().__init__(config)
@@ -71,6 +111,7 @@ class ClusterNode(Broker):
         for name in self._SHARED:
             self.__dict__.pop(name, None)
         self.coordinator = CoordinatorView(cluster, config.node_id)  # type: ignore[assignment]
+        self.txn = TxnView(cluster, config.node_id)  # type: ignore[assignment]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):

@@ -274,3 +274,27 @@ def test_broker_down_with_failover_moves_its_partitions_and_groups(kaflet_cluste
     consumer.close()
     assert got == {"first", *acked}
     kaflet_cluster.chaos.node(coordinator).up()
+
+
+@pytest.mark.kaflet(default_partitions=3)
+def test_transactions_on_a_cluster(kaflet_cluster: KafletCluster) -> None:
+    bootstrap = kaflet_cluster.bootstrap
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-cluster"})
+    producer.init_transactions(30)
+    for committed in (True, False, True):
+        producer.begin_transaction()
+        for i in range(9):
+            producer.produce("tx-topic", f"{committed}-{i}".encode(), partition=i % 3)
+        (producer.commit_transaction if committed else producer.abort_transaction)(30)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "txr", "auto.offset.reset": "earliest", "isolation.level": "read_committed"}
+    )
+    consumer.assign([TopicPartition("tx-topic", p, 0) for p in range(3)])
+    got: list[str] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 18 and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            got.append(msg.value().decode())
+    consumer.close()
+    assert sorted(got) == sorted(f"True-{i}" for i in range(9) for _ in range(2))
