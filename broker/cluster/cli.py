@@ -67,6 +67,7 @@ def parser() -> argparse.ArgumentParser:
     restore.add_argument("id", type=int, nargs="?")
     down = sub.add_parser("down", help="take the broker down")
     down.add_argument("--mode", choices=("refuse", "hang"), default="refuse", help="refuse connections, or accept and never answer")
+    down.add_argument("--failover", action="store_true", help="in a cluster: move its partition leaderships and coordinators to the others")
     sub.add_parser("up", help="bring the broker back")
     sub.add_parser("clear", help="undo every rule, stack, latency and hole, and bring the broker up")
     return p
@@ -117,7 +118,7 @@ def _request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     if op == "restore":
         return op, {} if args.id is None else {"id": args.id}
     if op == "down":
-        return op, {"mode": args.mode}
+        return op, {"mode": args.mode, **({"failover": True} if args.failover else {})}
     return op, {}
 
 

@@ -15,8 +15,9 @@ Where Kafka is silent or kaflet decides:
   and one with the current epoch sent to a non-leader gets NOT_LEADER_OR_FOLLOWER;
 - leader epochs and their start offsets live in memory: a restarted cluster starts at epoch 0
   with the default placement;
-- the transaction coordinator is found on the leader of its `__transaction_state` partition but
-  answers on any node (no NOT_COORDINATOR for transactions yet);
+- the transaction coordinator of a transactional id is the leader of its `__transaction_state`
+  partition; InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn sent elsewhere get
+  NOT_COORDINATOR; those partitions do not move (no transaction coordinator moves yet);
 - request metrics count every node's requests together (one metrics listener, the state broker's).
 """
 
@@ -60,10 +61,49 @@ class CoordinatorView:
         return real.shard_for(group_id)  # type: ignore[union-attr]
 
 
+class TxnView:
+    """A node's view of the transaction coordinator: the coordinator operations of a transactional
+    id whose `__transaction_state` partition another node leads get NOT_COORDINATOR (Produce's
+    verification, which runs on the partition's leader, is not a coordinator operation)."""
+
+    def __init__(self, cluster: Cluster, node_id: int) -> None:
+        self._cluster = cluster
+        self._node_id = node_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster.state.txn, name)
+
+    def _elsewhere(self, transactional_id: str | None) -> bool:
+        real = self._cluster.state.txn
+        if transactional_id is None or real is None or not real.active:
+            return False
+        return self._cluster.leader(real.topic_name, real.partition_for(transactional_id)) != self._node_id
+
+    def init_producer_id(self, transactional_id: str | None, *args: Any, **kw: Any) -> Any:
+        if self._elsewhere(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, -1, -1, []
+        return self._cluster.state.txn.init_producer_id(transactional_id, *args, **kw)  # type: ignore[union-attr]
+
+    def add_partitions(self, transactional_id: str, *args: Any, **kw: Any) -> Any:
+        if self._elsewhere(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, []
+        return self._cluster.state.txn.add_partitions(transactional_id, *args, **kw)  # type: ignore[union-attr]
+
+    def add_offsets(self, transactional_id: str, *args: Any, **kw: Any) -> Any:
+        if self._elsewhere(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, []
+        return self._cluster.state.txn.add_offsets(transactional_id, *args, **kw)  # type: ignore[union-attr]
+
+    def end_txn(self, transactional_id: str, *args: Any, **kw: Any) -> Any:
+        if self._elsewhere(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, []
+        return self._cluster.state.txn.end_txn(transactional_id, *args, **kw)  # type: ignore[union-attr]
+
+
 class ClusterNode(Broker):
     """One broker of a Cluster: its own listener, connections, faults and chaos; the rest is the cluster's."""
 
-    _SHARED = ("datadir", "txn", "clock", "metrics")
+    _SHARED = ("datadir", "clock", "metrics")
 
     def __init__(self, cluster: Cluster, config: Config) -> None:
         super().__init__(config)
@@ -71,6 +111,7 @@ class ClusterNode(Broker):
         for name in self._SHARED:
             self.__dict__.pop(name, None)
         self.coordinator = CoordinatorView(cluster, config.node_id)  # type: ignore[assignment]
+        self.txn = TxnView(cluster, config.node_id)  # type: ignore[assignment]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -207,6 +248,24 @@ class Cluster:
         )
         return moved
 
+    async def fail_over(self, node_id: int) -> dict[str, Any]:
+        """What Kafka's controller does when a broker dies: every partition it leads (and every
+        `__consumer_offsets` partition, so its groups' coordinators) moves to the next node."""
+        self.node(node_id)
+        if len(self._ids) < 2:
+            return {"moved": 0}
+        moved = 0
+        for topic in list(self.state.topics.topics.values()):
+            for p in range(topic.partitions):
+                if self.leader(topic.name, p) != node_id:
+                    continue
+                if topic.name == OFFSETS_TOPIC:
+                    await self.move_coordinator(p)
+                else:
+                    self.move_leader(topic.name, p)
+                moved += 1
+        return {"moved": moved}
+
     def coordinator_of(self, group_id: str) -> tuple[int, int]:
         """(partition of `__consumer_offsets`, node id) of a group's coordinator."""
         assert self.state.coordinator is not None
@@ -263,6 +322,10 @@ class Cluster:
                         for (t, p), n in self.leaders.items()
                     ],
                 }
+            elif op == "down" and params.pop("failover", False):
+                node = int_param("node")
+                result = {"down": (await self.node(node or 0).chaos.apply("down", params))["down"], **(await self.fail_over(node or 0))}
+                return result
             elif op == "clear" and "node" not in params:
                 self._no_more(op, params)
                 for n in self.nodes:

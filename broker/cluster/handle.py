@@ -82,8 +82,9 @@ class ChaosHandle:
     def restore(self, hole_id: int | None = None) -> dict[str, Any]:
         return self.apply("restore", _params(id=hole_id))  # type: ignore[no-any-return]
 
-    def down(self, mode: str = "refuse") -> dict[str, Any]:
-        return self.apply("down", {"mode": mode})  # type: ignore[no-any-return]
+    def down(self, mode: str = "refuse", *, failover: bool = False) -> dict[str, Any]:
+        """Take the broker down; in a cluster `failover=True` also moves its leaderships and coordinators away."""
+        return self.apply("down", {"mode": mode, **({"failover": True} if failover else {})})  # type: ignore[no-any-return]
 
     def up(self) -> dict[str, Any]:
         return self.apply("up", {})  # type: ignore[no-any-return]

@@ -133,3 +133,17 @@ async def test_one_broker_cluster_is_a_broker(tmp_path: Path) -> None:
         assert [b.node_id for b in answer.brokers] == [1]
         assert d.produce_result(await client.request(d.produce("x", 0, d.batch()))).error_code in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         await client.close()
+
+
+async def test_transaction_coordinator_requests_elsewhere_get_not_coordinator(cluster: Cluster) -> None:
+    txn = cluster.state.txn
+    assert txn is not None
+    owner = cluster.leader(txn.topic_name, txn.partition_for("tx-1"))
+    other = next(n for n in cluster.node_ids if n != owner)
+    wrong, right = await connect(cluster, other), await connect(cluster, owner)
+    found = await wrong.request(FindCoordinatorRequest[3](key="tx-1", key_type=1))
+    assert (found.error_code, found.node_id) == (0, owner)
+    assert (await wrong.request(d.init_producer_id("tx-1"))).error_code == ErrorCode.NOT_COORDINATOR
+    assert (await right.request(d.init_producer_id("tx-1"))).error_code == 0
+    await wrong.close()
+    await right.close()

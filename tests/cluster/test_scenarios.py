@@ -28,6 +28,18 @@ def group_view(handle: KafletBroker, group: str) -> tuple[str, int, int] | None:
     return handle.broker.run(look)
 
 
+def consumer_group_view(handle: KafletBroker, group: str) -> tuple[str, int, int] | None:
+    """(state, group epoch, members) of a KIP-848 consumer group on its current coordinator."""
+
+    def look(server: Any) -> tuple[str, int, int] | None:
+        coordinator = server.state.coordinator if hasattr(server, "nodes") else server.coordinator
+        shard = coordinator.shards[coordinator.partition_for(group)]
+        g = shard.consumer_groups.get(group)
+        return None if g is None else (str(g.state), g.group_epoch, len(g.members))
+
+    return handle.broker.run(look)
+
+
 def stable_with(handle: KafletBroker, group: str, members: int) -> bool:
     view = group_view(handle, group)
     return view is not None and view[0] == "Stable" and view[2] == members
@@ -38,19 +50,18 @@ class Member(threading.Thread):
 
     def __init__(self, bootstrap: str, group: str, topic: str, name: str, seen: dict[str, int], lock: threading.Lock, **extra: Any) -> None:
         super().__init__(daemon=True)
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "client.id": name,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 500,
-                "topic.metadata.refresh.interval.ms": 1000,
-                **extra,
-            }
-        )
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 1000,
+            **extra,
+        }
+        if config.get("group.protocol") != "consumer":  # KIP-848 members take these from the broker
+            config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        self.consumer = Consumer(config)
         self.consumer.subscribe([topic])
         self.seen, self.lock = seen, lock
         self.stopping = threading.Event()
@@ -123,6 +134,39 @@ def test_group_carries_on_while_its_coordinator_moves_twice(kaflet_cluster: Kafl
     check.close()
     # (an empty partition has nothing to commit)
     assert [c.offset if end else 0 for c, end in zip(committed, ends, strict=True)] == ends, [m.errors[-5:] for m in members]
+
+
+@pytest.mark.kaflet(default_partitions=4)
+def test_kip848_group_carries_on_while_its_coordinator_moves(kaflet_cluster: KafletCluster) -> None:
+    bootstrap, group, topic = kaflet_cluster.bootstrap, "movers-848", "events"
+    assert len(produce(bootstrap, topic, [f"a{i}" for i in range(100)])) == 100
+    seen: dict[str, int] = {}
+    lock = threading.Lock()
+    members = [Member(bootstrap, group, topic, f"n{i}", seen, lock, **{"group.protocol": "consumer"}) for i in range(2)]
+    for m in members:
+        m.start()
+    try:
+        wait_until(lambda: (v := consumer_group_view(kaflet_cluster, group)) is not None and v[2] == 2, 30, message="2 members")
+        for round_ in range(2):
+            old = kaflet_cluster.chaos.move_coordinator(group=group)["old_leader"]
+            assert old != kaflet_cluster.broker.run(lambda c: c.coordinator_of(group)[1])
+            more = [f"b{round_}-{i}" for i in range(50)]
+            assert len(produce(bootstrap, topic, more)) == 50
+        expected = {f"a{i}" for i in range(100)} | {f"b{r}-{i}" for r in range(2) for i in range(50)}
+        wait_until(lambda: expected <= set(seen), 60, message=lambda: f"{len(expected - set(seen))} records not consumed")
+        view = consumer_group_view(kaflet_cluster, group)
+        assert view is not None and view[2] == 2  # both members still in the group, on the new coordinator
+    finally:
+        for m in members:
+            m.stopping.set()
+        for m in members:
+            m.join(30)
+    # Their commits reached the coordinator where the group lives now.
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    committed = check.committed([TopicPartition(topic, p) for p in range(4)], timeout=20)
+    ends = [check.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(4)]
+    check.close()
+    assert [c.offset if end else 0 for c, end in zip(committed, ends, strict=True)] == ends
 
 
 @pytest.mark.kaflet(default_partitions=3)
@@ -205,3 +249,52 @@ def test_broker_down_and_back(kaflet_cluster: KafletCluster) -> None:
     kaflet_cluster.chaos.node(down_node).up()
     assert producer.flush(60) == 0
     assert sorted(acked) == sorted(f"d{i}" for i in range(60))
+
+
+@pytest.mark.kaflet(default_partitions=3)
+def test_broker_down_with_failover_moves_its_partitions_and_groups(kaflet_cluster: KafletCluster) -> None:
+    bootstrap, topic, group = kaflet_cluster.bootstrap, "failover", "fo"
+    produce(bootstrap, topic, ["first"])
+    coordinator = kaflet_cluster.broker.run(lambda c: c.coordinator_of(group)[1])
+    led = kaflet_cluster.broker.run(lambda c: [p for p in range(3) if c.leader(topic, p) == coordinator])
+    result = kaflet_cluster.chaos.node(coordinator).down(failover=True)
+    assert result["down"] == "refuse" and result["moved"] >= len(led) + 1
+    assert kaflet_cluster.broker.run(lambda c: c.coordinator_of(group)[1]) != coordinator
+    # Every partition, those the dead broker led included, is served by the others.
+    acked = produce(bootstrap, topic, [f"x{i}" for i in range(30)])
+    assert len(acked) == 30
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: set[str] = set()
+    deadline = time.monotonic() + 30
+    while len(got) < 31 and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            got.add(msg.value().decode())
+    consumer.close()
+    assert got == {"first", *acked}
+    kaflet_cluster.chaos.node(coordinator).up()
+
+
+@pytest.mark.kaflet(default_partitions=3)
+def test_transactions_on_a_cluster(kaflet_cluster: KafletCluster) -> None:
+    bootstrap = kaflet_cluster.bootstrap
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-cluster"})
+    producer.init_transactions(30)
+    for committed in (True, False, True):
+        producer.begin_transaction()
+        for i in range(9):
+            producer.produce("tx-topic", f"{committed}-{i}".encode(), partition=i % 3)
+        (producer.commit_transaction if committed else producer.abort_transaction)(30)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "txr", "auto.offset.reset": "earliest", "isolation.level": "read_committed"}
+    )
+    consumer.assign([TopicPartition("tx-topic", p, 0) for p in range(3)])
+    got: list[str] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 18 and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            got.append(msg.value().decode())
+    consumer.close()
+    assert sorted(got) == sorted(f"True-{i}" for i in range(9) for _ in range(2))
