@@ -40,6 +40,7 @@ log = structlog.get_logger("kaflet.connection")
 
 # Stop reading from a client that has this many bytes of complete frames queued.
 _PAUSE_AT = 8 * 1024 * 1024
+_ADOPT_AT = 64 * 1024  # a Produce frame at least this big is adopted, not copied (data_received)
 
 # _dispatch's answer for a frame that a black hole swallowed: it waits, unhandled, for the hole to close.
 _HELD = object()
@@ -58,7 +59,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer_port = 0
         self.peer_text = "?"
         self._buf = bytearray()
-        self._frames: deque[bytes] = deque()
+        self._frames: deque[bytes | memoryview] = deque()
         self._queued_bytes = 0
         self._busy = False
         self._paused = False  # back-pressure: too many complete frames queued
@@ -166,6 +167,7 @@ class KafkaConnection(asyncio.Protocol):
         end = len(buf)
         max_request = self.max_request
         pool = self._pool
+        adopted = False
         while end - pos >= 4:
             size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
             if size < 0 or size > max_request:
@@ -178,14 +180,24 @@ class KafkaConnection(asyncio.Protocol):
                 break
             if end - pos - 4 < size:
                 break
-            with memoryview(buf) as view:  # one copy of the frame, released before buf shrinks
-                self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+            if pos == 0 and end == 4 + size and size >= _ADOPT_AT and buf[4] == 0 and buf[5] == ApiKey.PRODUCE:
+                # A large Produce frame that is the whole buffer: hand the buffer over instead of
+                # copying it (a view past the size prefix; nothing writes it again).
+                self._frames.append(memoryview(buf)[4:])
+                self._buf = buf = bytearray()
+                end = 0
+                adopted = True
+            else:
+                with memoryview(buf) as view:  # one copy of the frame, released before buf shrinks
+                    self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+                pos += 4 + size
             self._queued_bytes += size
             if pool is not None:
                 self._reserved += size
                 pool.take(size, self.broker.connections)
-            pos += 4 + size
-        if pos:
+        if adopted:
+            self.frame_started = 0.0
+        elif pos:
             del buf[:pos]
             self.frame_started = self.last_active if buf else 0.0
         elif not self.frame_started:
@@ -288,7 +300,7 @@ class KafkaConnection(asyncio.Protocol):
         if not self.closing:
             self._drain()
 
-    def _dispatch(self, frame: bytes) -> Any:
+    def _dispatch(self, frame: bytes | memoryview) -> Any:
         """Handle one frame. Returns None when done, or a coroutine to run for a parked handler."""
         self.started = time.perf_counter()
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -235,3 +236,28 @@ async def test_timestamps_out_of_range_are_rejected_per_record(broker: Broker, r
     claims = d.batch(2, attributes=r.TIMESTAMP_TYPE_BIT)
     res = d.produce_result(await client.request(d.produce("lat2", 0, claims)))
     assert res.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in res.record_errors] == [0, 1]
+
+
+async def test_large_batches_are_stored_byte_for_byte_whole_frame_or_pipelined(broker: Broker, raw: Callable[..., Any]) -> None:
+    """A Produce frame of 64 KiB or more that fills the read buffer is handed over, not copied,
+    and its batch written as the patched head plus the rest; pipelined frames take the copying
+    path. Both store exactly the client's bytes apart from the base offset."""
+    broker.topics.create("big", 1)
+    client: RawClient = await raw()
+    sent = [r.build_batch([(b"k%d" % i, bytes([n]) * 1024) for i in range(100 + n)], timestamp_ms=1_700_000_000_000) for n in range(3)]
+    assert all(len(b) > 100 * 1024 for b in sent)
+    first = d.produce_result(await client.request(d.produce("big", 0, bytes(sent[0]))))
+    assert (first.error_code, first.base_offset) == (0, 0)
+    # Two at once: the second frame's bytes arrive behind the first's in the same buffer.
+    both = await asyncio.gather(*(client.request(d.produce("big", 0, bytes(b))) for b in sent[1:]))
+    assert [d.produce_result(x).base_offset for x in both] == [100, 201]
+    log = broker.logs.get("big", 0)
+    assert log is not None
+    stored = bytes(log.read(0, 10 * 1024 * 1024) or b"")
+    expected = b""
+    for base, batch in zip((0, 100, 201), sent, strict=True):
+        batch = bytearray(batch)
+        batch[0:8] = base.to_bytes(8, "big")
+        expected += bytes(batch)
+    assert stored == expected
+    assert [h.base_offset for _p, h in r.iter_batches(memoryview(stored))] == [0, 100, 201]
