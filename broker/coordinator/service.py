@@ -8,7 +8,6 @@ COORDINATOR_LOAD_IN_PROGRESS (GE-1, GE-2).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ import structlog
 
 from broker.coordinator.classic import ClassicGroup
 from broker.coordinator.errors import AppendsFailed, CoordinatorError
+from broker.coordinator.internal_topic import ensure_internal_topic, load_in_turn
 from broker.coordinator.shard import CoordinatorShard, ShardState
 from broker.topics import OFFSETS_TOPIC, Topic
 from protocol.errors import ErrorCode
@@ -79,22 +79,18 @@ class GroupCoordinator:
     def _create_shards(self) -> None:
         from broker.topic_configs import effective_configs
 
-        topics = self.broker.topics
-        topic = topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            topic = topics.create(
-                OFFSETS_TOPIC,
-                self.num_partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",
-                    "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-                    "delete.retention.ms": str(self.config.offsets_delete_retention_ms),
-                },
-                internal=True,
-            )
-        elif topic.partitions != self.num_partitions:
-            raise RuntimeError(f"{OFFSETS_TOPIC} has {topic.partitions} partitions but --offsets-partitions is {self.num_partitions}")
+        topic = ensure_internal_topic(
+            self.broker.topics,
+            OFFSETS_TOPIC,
+            self.num_partitions,
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+                "delete.retention.ms": str(self.config.offsets_delete_retention_ms),
+            },
+            "--offsets-partitions",
+        )
         self.max_batch_bytes = int(effective_configs(topic, self.config)["max.message.bytes"])
         self.shards = [CoordinatorShard(self, p) for p in range(self.num_partitions)]
         self.loaded.clear()
@@ -111,14 +107,7 @@ class GroupCoordinator:
             self._create_shards()
 
     async def _load_all(self) -> None:
-        started = time.monotonic()
-        for shard in self.shards:
-            await asyncio.sleep(0)  # let the listener start and requests in between shards
-            try:
-                await shard.load()
-            except Exception:
-                continue  # the shard is FAILED and answers NOT_COORDINATOR; others keep serving
-        self.load_ms = (time.monotonic() - started) * 1000
+        self.load_ms = await load_in_turn(self.shards)  # yields to the listener and requests between shards
         self.loaded.set()
         log.info(
             "coordinator loaded",

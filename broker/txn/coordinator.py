@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from broker.coordinator.errors import CoordinatorError
+from broker.coordinator.internal_topic import ensure_internal_topic, load_in_turn
 from broker.coordinator.shard import ShardState
 from broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic
 from broker.txn.metadata import (
@@ -98,23 +98,17 @@ class TransactionCoordinator:
         ]
 
     def _create_shards(self) -> None:
-        topics = self.broker.topics
-        topic = topics.get(TRANSACTION_TOPIC)
-        if topic is None:
-            topic = topics.create(
-                TRANSACTION_TOPIC,
-                self.num_partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "compression.type": "uncompressed",
-                    "segment.bytes": str(self.config.transaction_state_log_segment_bytes),
-                },
-                internal=True,
-            )
-        elif topic.partitions != self.num_partitions:
-            raise RuntimeError(
-                f"{TRANSACTION_TOPIC} has {topic.partitions} partitions but --transaction-state-partitions is {self.num_partitions}"
-            )
+        ensure_internal_topic(
+            self.broker.topics,
+            TRANSACTION_TOPIC,
+            self.num_partitions,
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "segment.bytes": str(self.config.transaction_state_log_segment_bytes),
+            },
+            "--transaction-state-partitions",
+        )
         self.shards = [TxnShard(self, p) for p in range(self.num_partitions)]
         self.loaded.clear()
         self._load_task = asyncio.get_running_loop().create_task(self._load_all())
@@ -130,14 +124,7 @@ class TransactionCoordinator:
             self._create_shards()
 
     async def _load_all(self) -> None:
-        started = time.monotonic()
-        for shard in self.shards:
-            await asyncio.sleep(0)
-            try:
-                await shard.load()
-            except Exception:
-                continue  # FAILED: its ids answer NOT_COORDINATOR; the others keep serving
-        self.load_ms = (time.monotonic() - started) * 1000
+        self.load_ms = await load_in_turn(self.shards)
         self.loaded.set()
         log.info(
             "transaction coordinator loaded",
