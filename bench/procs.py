@@ -25,11 +25,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+from broker.embed.log_tail import JsonLineTail
 
 # Where `python -m broker` runs: None for this checkout, or another one (`--kaflet-dir`),
 # e.g. a branch not merged yet. Its directory comes first on the child's sys.path.
@@ -64,60 +65,23 @@ def free_port() -> int:
 # -- child processes with a JSON-lines channel ------------------------------------------------
 
 
-class _Child:
+class _Child(JsonLineTail):
     """A child process whose stderr (kaflet) or stdout (mock) carries JSON lines we wait on."""
 
     name = "child"
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.records: list[dict[str, Any]] = []
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
+        super().__init__()
         self.bootstrap = ""
         self.spawned_at = 0.0  # time.perf_counter() just before the process was started
         self.start_seconds = 0.0  # process start until ready
 
     def _spawn(self, cmd: list[str], stream: str, **kw: Any) -> None:
-        self.records, self.lines = [], []
         self.spawned_at = time.perf_counter()
         pipes = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         pipes[stream] = subprocess.PIPE
         self.proc = subprocess.Popen(cmd, **pipes, **kw)  # type: ignore[call-overload]
-        threading.Thread(target=self._pump, args=(getattr(self.proc, stream),), daemon=True).start()
-
-    def _pump(self, stream: Any) -> None:
-        for raw in stream:
-            line = raw.decode(errors="replace").rstrip("\n")
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = {"event": line}
-            if not isinstance(record, dict):
-                record = {"event": line}
-            with self._cond:
-                self.lines.append(line)
-                self.records.append(record)
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
-
-    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float, after: int = 0) -> dict[str, Any]:
-        """The first record (from index `after`) matching `predicate`."""
-        deadline = time.monotonic() + timeout
-        seen = after
-        with self._cond:
-            while True:
-                for record in self.records[seen:]:
-                    if predicate(record):
-                        return record
-                seen = len(self.records)
-                if self.proc is not None and self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited ({self.proc.returncode}):\n" + "\n".join(self.lines[-20:]))
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"{self.name}: no matching line; last lines:\n" + "\n".join(self.lines[-20:]))
-                self._cond.wait(min(remaining, 0.2))
+        self._start_pump(getattr(self.proc, stream))
 
     @property
     def pid(self) -> int:

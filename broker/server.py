@@ -8,6 +8,7 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -235,14 +236,7 @@ class Broker:
 
     async def serve_forever(self) -> None:
         """Run until SIGTERM or SIGINT, then stop gracefully."""
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await self.start()
-        await stop.wait()
-        log.info("shutting down")
-        await self.stop()
+        await serve_until_signalled(self.start, self.stop)
 
     # -- listening ----------------------------------------------------------------------
 
@@ -353,3 +347,15 @@ class Broker:
                     conn.close_with_warning(f"request frame not completed within {read_ms} ms")
                 elif not conn.busy and now - conn.last_active > idle_s:
                     conn.close_with_warning(f"idle for more than {self.config.connections_max_idle_ms} ms")
+
+
+async def serve_until_signalled(start: Callable[[], Awaitable[object]], stop: Callable[[], Awaitable[object]]) -> None:
+    """`kaflet serve`'s life, for one broker or a cluster: start, wait for SIGTERM or SIGINT, stop gracefully."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    await start()
+    await stopping.wait()
+    log.info("shutting down")
+    await stop()

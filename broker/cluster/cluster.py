@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.errors import CoordinatorError
-from broker.server import Broker, host_port
+from broker.server import Broker, host_port, serve_until_signalled
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -397,13 +397,4 @@ class Cluster:
         await self.stop()
 
     async def serve_forever(self) -> None:
-        import signal
-
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await self.start()
-        await stop.wait()
-        log.info("shutting down")
-        await self.stop()
+        await serve_until_signalled(self.start, self.stop)

@@ -3,21 +3,18 @@ stopped by signal, killable, restartable on the same data dir."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from broker.embed.log_tail import JsonLineTail
 
 
-class BrokerProcess:
+class BrokerProcess(JsonLineTail):
     """`with BrokerProcess() as b:` runs `python -m broker serve` until the block ends.
 
     Defaults: listen port 0 and metrics port 0 (free ones; `bootstrap` and `metrics` say which),
@@ -25,6 +22,8 @@ class BrokerProcess:
     dir removed when the object is closed. `args` are more `kaflet serve` flags; `env` adds
     environment variables (KAFLET_* twins).
     """
+
+    name = "broker"
 
     def __init__(self, data_dir: str | Path | None = None, *args: str, env: dict[str, str] | None = None) -> None:
         self._temp_dir: str | None = None
@@ -34,10 +33,7 @@ class BrokerProcess:
         self.data_dir = str(data_dir)
         self.args = list(args)
         self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.lines: list[str] = []
-        self.records: list[dict[str, Any]] = []
-        self._cond = threading.Condition()
+        super().__init__()
         self.bootstrap = ""
         self.port = 0
         self.metrics: str | None = None  # host:port of the metrics endpoint, from the ready line
@@ -57,9 +53,9 @@ class BrokerProcess:
 
     def start_command(self, cmd: list[str], env: dict[str, str], cwd: str | Path | None = None, timeout: float = 20.0) -> BrokerProcess:
         """Run a broker command line of one's own (e.g. an installed `kaflet serve`) until its ready line."""
-        self.lines, self.records = [], []
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
-        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        assert self.proc.stderr is not None
+        self._start_pump(self.proc.stderr)
         try:
             ready = self.wait_for(lambda r: r.get("event") == "broker ready", timeout)
         except TimeoutError:
@@ -69,41 +65,6 @@ class BrokerProcess:
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
         self.metrics = ready.get("metrics")
         return self
-
-    def _pump(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stderr is not None
-        for raw in proc.stderr:
-            line = raw.decode(errors="replace").rstrip("\n")
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = {"event": line}
-            if not isinstance(record, dict):
-                record = {"event": line}
-            with self._cond:
-                self.lines.append(line)
-                self.records.append(record)
-                self._cond.notify_all()
-        proc.stderr.close()
-        with self._cond:
-            self._cond.notify_all()
-
-    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0) -> dict[str, Any]:
-        """The first log record matching `predicate`, waiting up to `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        seen = 0
-        with self._cond:
-            while True:
-                for record in self.records[seen:]:
-                    if predicate(record):
-                        return record
-                seen = len(self.records)
-                if self.proc is not None and self.proc.poll() is not None and seen == len(self.records):
-                    raise RuntimeError(f"broker exited ({self.proc.returncode}):\n" + "\n".join(self.lines[-30:]))
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError("no matching log line; last lines:\n" + "\n".join(self.lines[-30:]))
-                self._cond.wait(min(remaining, 0.2))
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
         """Signal the broker (SIGTERM: a graceful stop) and return its exit status."""
