@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from protocol.compiled import speedups
+
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
@@ -186,9 +188,17 @@ def _decode_flexible(buf: bytes, version: int) -> CommitRequest:
     return CommitRequest(group_id, generation, member_id, instance_id, -1, topics, version)
 
 
+# The compiled twins of _decode_flexible and encode_response_py (protocol/_speedups.c), when built.
+_fast = speedups
+if _fast is not None:
+    _fast.configure(CommitRequest, CommitPartition, CodecError)
+
+
 def decode_request(body: bytes | memoryview, version: int) -> CommitRequest:
     """An OffsetCommit request body of `version` (0-9); raises CodecError on malformed input."""
     if version >= FIRST_FLEXIBLE:
+        if _fast is not None:
+            return _fast.decode_commit_flexible(body, version)  # type: ignore[no-any-return]
         buf = bytes(body)
         try:
             return _decode_flexible(buf, version)
@@ -256,6 +266,13 @@ def _uvarint(value: int) -> bytes:
 
 def encode_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
     """OffsetCommitResponse body: throttle (v3+), topics [(name, [(partition, error)])]."""
+    if _fast is not None:
+        return _fast.encode_commit_response(version, topics)  # type: ignore[no-any-return]
+    return encode_response_py(version, topics)
+
+
+def encode_response_py(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
+    """The pure-Python twin of the compiled encode_commit_response."""
     flexible = version >= FIRST_FLEXIBLE
     out = [b"\x00\x00\x00\x00"] if version >= 3 else []
     if flexible:
