@@ -7,9 +7,12 @@
  *
  *   decode_commit_flexible(buf, version)   OffsetCommit v8+ request body -> CommitRequest
  *   encode_commit_response(version, rows)  OffsetCommitResponse body from [(topic, [(partition, error)])]
+ *   encode_commit_answer(version, topics, limits, codes, unknown)
+ *                                          the same, straight from the decoded request's topics
  *   build_batch(records, timestamp_ms)     an uncompressed v2 batch of (key, value) records, CRC-32C set
  *   batch_size(records)                    its size, without building it
  *   crc32c(data)                           CRC-32C (Castagnoli), hardware-assisted where the CPU has it
+ *   parse_request_header(frame, flexible)  request header v1/v2 -> RequestHeader (protocol/header.py)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -398,6 +401,85 @@ done:
     return result;
 }
 
+/* The answer to a decoded request straight from its topics (name, [CommitPartition]): a
+ * partition at or past its topic's limit (the partition count the handler saw) gets `unknown`
+ * (OC-2), the others the next of `codes` in order, or `codes` itself when it is an int. */
+static PyObject *py_encode_commit_answer(PyObject *self, PyObject *args) {
+    int version;
+    PyObject *topics, *limits, *codes, *unknown_obj;
+    if (!PyArg_ParseTuple(args, "iO!O!OO", &version, &PyList_Type, &topics, &PyList_Type, &limits, &codes, &unknown_obj)) return NULL;
+    long long unknown, single = 0;
+    int per_commit = PyList_Check(codes);
+    if (long_in(unknown_obj, INT16_MIN, INT16_MAX, &unknown) < 0) return NULL;
+    if (!per_commit && long_in(codes, INT16_MIN, INT16_MAX, &single) < 0) return NULL;
+    Py_ssize_t nt = PyList_GET_SIZE(topics), next_code = 0;
+    if (PyList_GET_SIZE(limits) != nt) {
+        PyErr_SetString(PyExc_ValueError, "one limit per topic");
+        return NULL;
+    }
+    int flexible = version >= 8;
+    Out o = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (version >= 3 && put_be(&o, 0, 4) < 0) goto done;
+    if ((flexible ? put_uvarint(&o, (uint64_t)nt + 1) : put_be(&o, (uint64_t)nt, 4)) < 0) goto done;
+    for (Py_ssize_t t = 0; t < nt; t++) {
+        PyObject *row = PyList_GET_ITEM(topics, t);
+        long long limit;
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 2 || !PyList_Check(PyTuple_GET_ITEM(row, 1))) {
+            PyErr_SetString(PyExc_TypeError, "a topic is (name, [partition tuples])");
+            goto done;
+        }
+        if (long_in(PyList_GET_ITEM(limits, t), 0, INT32_MAX, &limit) < 0) goto done;
+        PyObject *parts = PyTuple_GET_ITEM(row, 1);
+        Py_ssize_t nlen;
+        const char *raw = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(row, 0), &nlen);
+        if (raw == NULL) goto done;
+        if (flexible) {
+            if (put_uvarint(&o, (uint64_t)nlen + 1) < 0) goto done;
+        } else {
+            if (nlen > 32767) {
+                PyErr_SetString(PyExc_OverflowError, "topic name too long");
+                goto done;
+            }
+            if (put_be(&o, (uint64_t)nlen, 2) < 0) goto done;
+        }
+        if (put(&o, raw, (size_t)nlen) < 0) goto done;
+        Py_ssize_t np = PyList_GET_SIZE(parts);
+        if ((flexible ? put_uvarint(&o, (uint64_t)np + 1) : put_be(&o, (uint64_t)np, 4)) < 0) goto done;
+        for (Py_ssize_t i = 0; i < np; i++) {
+            PyObject *cp = PyList_GET_ITEM(parts, i);
+            long long partition, error;
+            if (!PyTuple_Check(cp) || PyTuple_GET_SIZE(cp) < 1) {
+                PyErr_SetString(PyExc_TypeError, "a partition is a tuple");
+                goto done;
+            }
+            if (long_in(PyTuple_GET_ITEM(cp, 0), INT32_MIN, INT32_MAX, &partition) < 0) goto done;
+            if (partition < 0 || partition >= limit) {
+                error = unknown;
+            } else if (!per_commit) {
+                error = single;
+            } else {
+                if (next_code >= PyList_GET_SIZE(codes)) {
+                    PyErr_SetString(PyExc_ValueError, "fewer codes than known partitions");
+                    goto done;
+                }
+                if (long_in(PyList_GET_ITEM(codes, next_code++), INT16_MIN, INT16_MAX, &error) < 0) goto done;
+            }
+            if (put_be(&o, (uint64_t)partition, 4) < 0 || put_be(&o, (uint64_t)error, 2) < 0 || (flexible && put_be(&o, 0, 1) < 0)) goto done;
+        }
+        if (flexible && put_be(&o, 0, 1) < 0) goto done;
+    }
+    if (per_commit && next_code != PyList_GET_SIZE(codes)) {
+        PyErr_SetString(PyExc_ValueError, "more codes than known partitions");
+        goto done;
+    }
+    if (flexible && put_be(&o, 0, 1) < 0) goto done;
+    result = PyBytes_FromStringAndSize((const char *)o.p, (Py_ssize_t)o.len);
+done:
+    PyMem_Free(o.p);
+    return result;
+}
+
 /* -- record batches ----------------------------------------------------------------------- */
 
 #define HEADER_SIZE 61
@@ -556,6 +638,112 @@ static PyObject *py_build_batch(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* -- request header (v1, or v2 when flexible) --------------------------------------------- */
+
+static PyObject *header_cls, *header_error;
+
+static PyObject *header_fail(const char *what) {
+    PyErr_SetString(header_error, what);
+    return NULL;
+}
+
+/* The header's unsigned varint: at most 5 bytes (the pure twin's shift > 28 limit). */
+static int header_uvarint(const unsigned char *buf, size_t len, size_t *pos, uint64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    for (;;) {
+        if (*pos >= len) {
+            header_fail("truncated varint");
+            return -1;
+        }
+        unsigned char b = buf[(*pos)++];
+        result |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = result;
+            return 0;
+        }
+        shift += 7;
+        if (shift > 28) {
+            header_fail("varint too long");
+            return -1;
+        }
+    }
+}
+
+static PyObject *py_parse_request_header(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int flexible;
+    if (!PyArg_ParseTuple(args, "y*p", &view, &flexible)) return NULL;
+    PyObject *result = NULL, *client_id = NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    size_t len = (size_t)view.len, pos = 10;
+    if (header_cls == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure_header() was not called");
+        goto done;
+    }
+    if (len < 10) {
+        header_fail("frame shorter than a request header");
+        goto done;
+    }
+    int api_key = (int16_t)((b[0] << 8) | b[1]);
+    int api_version = (int16_t)((b[2] << 8) | b[3]);
+    int32_t corr = (int32_t)(((uint32_t)b[4] << 24) | ((uint32_t)b[5] << 16) | ((uint32_t)b[6] << 8) | b[7]);
+    int clen = (int16_t)((b[8] << 8) | b[9]);
+    if (clen < 0) {
+        if (clen != -1) {
+            header_fail("negative client id length");
+            goto done;
+        }
+        Py_INCREF(Py_None);
+        client_id = Py_None;
+    } else {
+        if (pos + (size_t)clen > len) {
+            header_fail("truncated client id");
+            goto done;
+        }
+        client_id = PyUnicode_DecodeUTF8((const char *)b + pos, clen, "strict");
+        if (client_id == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                header_fail("client id is not UTF-8");
+            }
+            goto done;
+        }
+        pos += (size_t)clen;
+    }
+    if (flexible) {
+        uint64_t count, tag, size;
+        if (header_uvarint(b, len, &pos, &count) < 0) goto done;
+        for (uint64_t i = 0; i < count; i++) {
+            if (header_uvarint(b, len, &pos, &tag) < 0 || header_uvarint(b, len, &pos, &size) < 0) goto done;
+            pos += size;
+            if (pos > len) {
+                header_fail("truncated tagged field");
+                goto done;
+            }
+        }
+    }
+    result = named(header_cls, Py_BuildValue("(iiiOn)", api_key, api_version, corr, client_id, (Py_ssize_t)pos));
+done:
+    Py_XDECREF(client_id);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *py_configure_header(PyObject *self, PyObject *args) {
+    PyObject *cls, *err;
+    if (!PyArg_ParseTuple(args, "OO", &cls, &err)) return NULL;
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) || !PyType_Check(err)) {
+        PyErr_SetString(PyExc_TypeError, "configure_header(header tuple type, error type)");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    Py_INCREF(err);
+    Py_XSETREF(header_cls, cls);
+    Py_XSETREF(header_error, err);
+    Py_RETURN_NONE;
+}
+
 /* -- module ------------------------------------------------------------------------------- */
 
 static PyObject *py_configure(PyObject *self, PyObject *args) {
@@ -579,9 +767,12 @@ static PyMethodDef methods[] = {
     {"configure", py_configure, METH_VARARGS, "configure(CommitRequest, CommitPartition, CodecError)"},
     {"decode_commit_flexible", py_decode_commit_flexible, METH_VARARGS, "An OffsetCommit v8+ request body."},
     {"encode_commit_response", py_encode_commit_response, METH_VARARGS, "An OffsetCommitResponse body."},
+    {"encode_commit_answer", py_encode_commit_answer, METH_VARARGS, "encode_commit_answer(version, topics, limits, codes, unknown)"},
     {"build_batch", py_build_batch, METH_VARARGS, "build_batch(records, timestamp_ms) -> bytearray"},
     {"batch_size", py_batch_size, METH_O, "The size of build_batch(records)."},
     {"crc32c", py_crc32c, METH_O, "CRC-32C of a buffer."},
+    {"configure_header", py_configure_header, METH_VARARGS, "configure_header(RequestHeader, HeaderError)"},
+    {"parse_request_header", py_parse_request_header, METH_VARARGS, "parse_request_header(frame, flexible) -> RequestHeader"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -290,3 +290,33 @@ def encode_response_py(version: int, topics: list[tuple[str, list[tuple[int, int
             out.append(_I.pack(len(parts)))
             out.extend(_IH.pack(p, e) for p, e in parts)
     return b"".join(out)
+
+
+def encode_answer(
+    version: int, topics: list[tuple[str, list[CommitPartition]]], limits: list[int], codes: list[int] | int, unknown: int
+) -> bytes:
+    """The response to a decoded request's `topics`: a partition outside 0..limit of its topic
+    (the partition count the handler saw) gets `unknown` (OC-2), each other one the next of
+    `codes` in order, or `codes` itself when it is one code for all."""
+    if _fast is not None:
+        return _fast.encode_commit_answer(version, topics, limits, codes, unknown)  # type: ignore[no-any-return]
+    return encode_answer_py(version, topics, limits, codes, unknown)
+
+
+def encode_answer_py(
+    version: int, topics: list[tuple[str, list[CommitPartition]]], limits: list[int], codes: list[int] | int, unknown: int
+) -> bytes:
+    """The pure-Python twin of the compiled encode_commit_answer."""
+    if len(limits) != len(topics):
+        raise ValueError("one limit per topic")
+    rows: list[tuple[str, list[tuple[int, int]]]] = []
+    if isinstance(codes, list):
+        it = iter(codes)
+        for (name, parts), limit in zip(topics, limits, strict=True):
+            rows.append((name, [(p[0], next(it) if 0 <= p[0] < limit else unknown) for p in parts]))
+        if next(it, None) is not None:
+            raise ValueError("more codes than known partitions")
+    else:
+        for (name, parts), limit in zip(topics, limits, strict=True):
+            rows.append((name, [(p[0], codes if 0 <= p[0] < limit else unknown) for p in parts]))
+    return encode_response_py(version, rows)

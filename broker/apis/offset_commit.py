@@ -51,22 +51,14 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
 
     def fill(codes: list[ErrorCode] | ErrorCode) -> bytes:
         """The answer: OC-2's error for unknown partitions, `codes` (one per commit, or one for all) for the others."""
-        rows: Rows = []
-        failed: list[int] = []
         if isinstance(codes, ErrorCode):
-            if codes:
-                failed = [codes] * len(commits)
-            for (name, parts), limit in zip(topics, limits, strict=True):
-                rows.append((name, [(p, codes if 0 <= p < limit else _UNKNOWN) for p, *_ in parts]))
+            failed = [codes] * len(commits) if codes else []
         else:
-            it = iter(codes)
-            for (name, parts), limit in zip(topics, limits, strict=True):
-                rows.append((name, [(p, next(it) if 0 <= p < limit else _UNKNOWN) for p, *_ in parts]))
             failed = [c for c in codes if c]
         if unknown or failed:
             # The answer's error codes, for the request metrics (broker/metrics/errors.py).
             ctx.errors = [_UNKNOWN] * unknown + failed
-        return commit_codec.encode_response(version, rows)
+        return commit_codec.encode_answer(version, topics, limits, codes, _UNKNOWN)
 
     if not commits:
         return fill([])

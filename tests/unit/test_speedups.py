@@ -125,3 +125,51 @@ def test_what_the_compiled_path_refuses_the_wrappers_build_in_python() -> None:
     assert rec.build_batch([(bytearray(b"k"), b"v")], timestamp_ms=5) == rec.build_batch_py([(b"k", b"v")], 5)
     with pytest.raises(ValueError):
         rec.build_batch([], timestamp_ms=0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    head=st.binary(min_size=8, max_size=8),
+    client_id=st.one_of(st.none(), st.text(max_size=20)),
+    tags=st.lists(st.tuples(st.integers(0, 2**20), st.binary(max_size=20)), max_size=3),
+    flexible=st.booleans(),
+    cut=st.integers(0, 100),
+    noise=st.binary(max_size=12),
+)
+def test_request_headers_parse_alike(head: bytes, client_id: str | None, tags: list, flexible: bool, cut: int, noise: bytes) -> None:
+    from protocol import header as h
+
+    raw_id = b"\xff\xff" if client_id is None else len(client_id.encode()).to_bytes(2, "big") + client_id.encode()
+    tagged = cc._uvarint(len(tags)) + b"".join(cc._uvarint(t) + cc._uvarint(len(v)) + v for t, v in tags)
+    frame = head + raw_id + (tagged if flexible else b"") + b"body"
+    for buf in (frame, frame[: cut % (len(frame) + 1)], head + noise, memoryview(frame)):
+        results = []
+        for parse in (speedups.parse_request_header, h.parse_request_header_py):
+            try:
+                results.append(parse(buf, flexible))
+            except h.HeaderError:
+                results.append(h.HeaderError)
+        assert results[0] == results[1]
+        assert type(results[0]) is type(results[1])
+
+
+@pytest.mark.parametrize("version", [2, 7, 8, 9])
+@settings(max_examples=60, deadline=None)
+@given(
+    topic_list=st.lists(st.tuples(texts, st.lists(st.tuples(i32, i64, i32, st.just(-1), st.none()), max_size=5)), max_size=4),
+    limit=st.integers(0, 8),
+    single=st.one_of(st.none(), st.integers(0, 100)),
+)
+def test_answers_encode_alike(version: int, topic_list: list, limit: int, single: int | None) -> None:
+    topics = [(name, [cc.CommitPartition(*p) for p in parts]) for name, parts in topic_list]
+    limits = [limit + i for i in range(len(topics))]
+    known = sum(1 for (_, parts), lim in zip(topics, limits, strict=True) for p in parts if 0 <= p[0] < lim)
+    codes: list[int] | int = single if single is not None else [(i * 7) % 90 for i in range(known)]
+    assert speedups.encode_commit_answer(version, topics, limits, codes, 3) == cc.encode_answer_py(version, topics, limits, codes, 3)
+    if isinstance(codes, list):  # a code too many or too few is refused by both
+        for wrong in ([*codes, 0], codes[:-1] if codes else None):
+            if wrong is None:
+                continue
+            for encode in (speedups.encode_commit_answer, cc.encode_answer_py):
+                with pytest.raises((ValueError, StopIteration)):
+                    encode(version, topics, limits, wrong, 3)
