@@ -29,6 +29,7 @@ from broker.coordinator.offsets import OffsetStore
 from broker.coordinator.timers import Timers
 from protocol import records as rec
 from protocol.commit_codec import CommitPartition
+from protocol.compiled import speedups
 from protocol.errors import ErrorCode
 from storage import offsets_records as orec
 from storage.errors import LogError
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kaflet.coordinator")
 
 GROUP_EXPIRATION_KEY = "expire-group-metadata"
+_commit_records = speedups.commit_records if speedups is not None else None
 Record = tuple[bytes, bytes | None]
 
 
@@ -490,22 +492,14 @@ class CoordinatorShard:
         expire = now + retention_ms if retention_ms != -1 else -1
         max_meta = self.config.offset_metadata_max_bytes
         half_meta = max_meta // 2
-        records: list[Record] = []
-        applied: list[tuple[str, int, bytes]] = []
-        results: list[ErrorCode] = []
-        key_of = orec.offset_commit_key
-        value_of = orec.offset_commit_value
-        ok = ErrorCode.NONE
-        for topic, c in commits:
-            metadata = c[4]
-            if metadata is not None and len(metadata) > half_meta and utf16_length(metadata) > max_meta:
-                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                continue
-            results.append(ok)
-            partition = c[0]
-            value = value_of(c[1], c[2], metadata or "", now if c[3] == -1 else c[3], expire)
-            records.append((key_of(group_id, topic, partition), value))
-            applied.append((topic, partition, value))
+        # The compiled twin builds every record when all commits are accepted (no metadata
+        # near the limit); otherwise, or without it, the loop below decides each one.
+        built = _commit_records(group_id, commits, now, expire, half_meta) if _commit_records is not None else None
+        if built is not None:
+            records, applied = built
+            results = [ErrorCode.NONE] * len(commits)
+        else:
+            records, applied, results = self._commit_records_py(group_id, commits, now, expire, max_meta)
         if not records:
             return results, None
         if self.pending_txn:
@@ -531,6 +525,30 @@ class CoordinatorShard:
             put(group_id, topic, partition, value)
         self.service.stats.offset_commits += len(records)
         return results, waiter
+
+    @staticmethod
+    def _commit_records_py(
+        group_id: str, commits: list[tuple[str, CommitPartition]], now: int, expire: int, max_meta: int
+    ) -> tuple[list[Record], list[tuple[str, int, bytes]], list[ErrorCode]]:
+        """OC-6 and the records of the accepted commits; the pure twin of protocol/_speedups.c's commit_records."""
+        records: list[Record] = []
+        applied: list[tuple[str, int, bytes]] = []
+        results: list[ErrorCode] = []
+        key_of = orec.offset_commit_key
+        value_of = orec.offset_commit_value
+        ok = ErrorCode.NONE
+        half_meta = max_meta // 2
+        for topic, c in commits:
+            metadata = c[4]
+            if metadata is not None and len(metadata) > half_meta and utf16_length(metadata) > max_meta:
+                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            results.append(ok)
+            partition = c[0]
+            value = value_of(c[1], c[2], metadata or "", now if c[3] == -1 else c[3], expire)
+            records.append((key_of(group_id, topic, partition), value))
+            applied.append((topic, partition, value))
+        return records, applied, results
 
     @staticmethod
     def validate_offset_commit(
