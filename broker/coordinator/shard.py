@@ -74,6 +74,7 @@ class CoordinatorShard:
         self.state = ShardState.LOADING
         self.timers = Timers(lambda: self.state is ShardState.ACTIVE)
         self.log_ = service.broker.logs.get(service.topic_name, partition)
+        self._clock = service.broker.clock  # made once per broker (skew_ms moves it)
         self._load_prefixes: dict[bytes, dict[int, bytes]] = {}
         self.max_batch_bytes = service.max_batch_bytes
         self._pending: list[tuple[list[Record], int]] = []
@@ -101,7 +102,7 @@ class CoordinatorShard:
     # -- time ---------------------------------------------------------------------------
 
     def now_ms(self) -> int:
-        return self.service.broker.clock.now_ms()
+        return self._clock.now_ms()
 
     # -- writing and replaying ----------------------------------------------------------
 
@@ -123,7 +124,7 @@ class CoordinatorShard:
 
     def _append(self, records: list[Record], producer_id: int = rec.NO_PRODUCER_ID, producer_epoch: int = rec.NO_PRODUCER_EPOCH) -> Any:
         if producer_id == rec.NO_PRODUCER_ID:
-            batch = rec.build_batch(records, timestamp_ms=self.now_ms())
+            batch = rec.build_batch(records, timestamp_ms=self._clock.now_ms())
         else:  # TX-4: a transactional batch of the producer (the transaction coordinator verified it)
             batch = rec.build_batch(
                 records,
@@ -488,7 +489,7 @@ class CoordinatorShard:
                     member = group.members.get(member_id)
                     if member is not None:
                         self.classic.reschedule_heartbeat(group, member)  # OC-5
-        now = self.now_ms()
+        now = self._clock.now_ms()
         expire = now + retention_ms if retention_ms != -1 else -1
         max_meta = self.config.offset_metadata_max_bytes
         half_meta = max_meta // 2
@@ -520,9 +521,21 @@ class CoordinatorShard:
             waiter = self.write(records, replay=False)
         # The records are in the log: apply them as replay() would (apply_offset_commit: the
         # group exists by now), without re-parsing our own keys.
-        put = self.offsets.put
-        for topic, partition, value in applied:
-            put(group_id, topic, partition, value)
+        offsets = self.offsets
+        group_offsets = offsets.by_group.get(group_id)
+        if group_offsets is None or len(applied) > 1:
+            put = offsets.put
+            for topic, partition, value in applied:
+                put(group_id, topic, partition, value)
+        else:  # OffsetStore.put of the one commit of a group that has offsets, inlined
+            topic, partition, value = applied[0]
+            partitions = group_offsets.get(topic)
+            if partitions is None:
+                offsets.put(group_id, topic, partition, value)
+            else:
+                if partition not in partitions:
+                    offsets.count += 1
+                partitions[partition] = value
         self.service.stats.offset_commits += len(records)
         return results, waiter
 
