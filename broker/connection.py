@@ -57,6 +57,7 @@ _ADOPT_AT = 64 * 1024  # a Produce frame at least this big is adopted, not copie
 
 # _dispatch's answer for a frame that a black hole swallowed: it waits, unhandled, for the hole to close.
 _HELD = object()
+_RUN = object()  # _finish_pending_work's default: run the pending work here
 
 # sendfile: when the socket is full, this much of the range goes through the transport, whose
 # resume_writing then says when the socket takes more. A page: the rest stays in the file.
@@ -116,6 +117,7 @@ class KafkaConnection(asyncio.Protocol):
         self._spans: dict[int, tuple[int, int, bool]] = {}
         self._unanswerable = False
         self._current_corr = 0
+        self._awaiting_turn = False  # this burst's answers wait for a turn's work (join_turn)
         # sendfile of Fetch record sets (see the module docstring).
         self.can_send_files = False  # the transport is a plain socket: Fetch may answer with FileRanges
         self._sock_fd = -1
@@ -273,7 +275,7 @@ class KafkaConnection(asyncio.Protocol):
                     task.add_done_callback(self._on_async_done)
         finally:
             self._draining = False
-            if self._before_flush:
+            if self._before_flush and not self._join_turn():
                 self._run_before_flush()
             self._flush()
         if self._close_after_queue is not None and not frames and not self._busy:
@@ -497,14 +499,46 @@ class KafkaConnection(asyncio.Protocol):
         if failure is not None:
             self.close_with_warning(f"withholding responses: {failure}")
 
-    def _finish_pending_work(self) -> Exception | None:
+    def _join_turn(self) -> bool:
+        """When all the work behind this burst's answers is a loop turn's (it has `join`, e.g.
+        the commit appends of broker/coordinator/turn.py), the answers wait for the turn to end,
+        so that the work of every connection read in this turn is done once."""
+        works = self._before_flush
+        if not all(hasattr(work, "join") for work in works):
+            return False
+        if not self._awaiting_turn:
+            self._awaiting_turn = True
+            for work in works:
+                work.join(self)
+        return True
+
+    def turn_ended(self, error: Exception | None) -> None:
+        """The turn's work is done (`error`: how it failed): the waiting answers leave."""
+        if not self._awaiting_turn:
+            return
+        self._awaiting_turn = False
+        if self.closing:
+            self._finish_pending_work(error)
+            return
+        failure = self._finish_pending_work(error)
+        if failure is not None:
+            self.close_with_warning(f"withholding responses: {failure}")
+            return
+        self._flush()
+
+    def _finish_pending_work(self, outcome: Any = _RUN) -> Exception | None:
+        """Run the pending work (or take `outcome`, the exception or None of work already
+        run) and settle the answers that wait for it."""
         works, self._before_flush = self._before_flush, []
         fallbacks, self._fallbacks = self._fallbacks, {}
         spans, self._spans = self._spans, {}
         unanswerable, self._unanswerable = self._unanswerable, False
         try:
-            for work in works:
-                work()
+            if outcome is _RUN:
+                for work in works:
+                    work()
+            elif outcome is not None:
+                raise outcome
         except Exception as exc:
             if unanswerable or not fallbacks:
                 # The responses claim work that did not happen: none of them may leave.
@@ -526,6 +560,8 @@ class KafkaConnection(asyncio.Protocol):
         return None
 
     def _flush(self) -> None:
+        if self._awaiting_turn:
+            return  # turn_ended() writes them, with everything written meanwhile behind them
         if self._out and self.transport is not None:
             out, self._out = self._out, []
             files, self._files = self._files, False
@@ -715,6 +751,9 @@ class KafkaConnection(asyncio.Protocol):
         self.close()
 
     def close(self) -> None:
+        # Waiting for a turn: ending it now (the work runs for every connection in it) settles
+        # these answers here, below.
+        self._awaiting_turn = False
         if self._before_flush:
             self._finish_pending_work()
         self._flush()  # answers already produced still leave, in order, before the close

@@ -79,16 +79,17 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
     except CoordinatorError as exc:
         return fill(map_append_error(exc.code))
     if batched:
-        # Appended with the other commits of this read burst, before any response leaves. If
-        # this shard's append fails (a full disk), the answer becomes the mapped error (GE-3);
-        # the shard reloads from its log, so nothing answered with success is lost.
+        # Appended with the other commits of this loop turn, from every connection, before any
+        # of their answers leaves (broker/coordinator/turn.py). If this shard's append fails (a
+        # full disk), the answer becomes the mapped error (GE-3); the shard reloads from its
+        # log, so nothing answered with success is lost.
         def on_failure(exc: Exception) -> bytes | None:
             failed = exc.failed.get(shard) if isinstance(exc, AppendsFailed) else None
             if failed is None and isinstance(exc, AppendsFailed):
                 return None  # this commit's shard appended: its answer stands
             return fill(map_append_error(failed.code) if failed is not None else ErrorCode.UNKNOWN_SERVER_ERROR)
 
-        ctx.conn.before_flush(coordinator.flush_appends, on_failure)
+        ctx.conn.before_flush(coordinator.commit_turn, on_failure)
     if waiter is None:
         return fill(codes)
     return _after(waiter, fill, codes)

@@ -148,13 +148,16 @@ class CoordinatorShard:
             self.service.mark_dirty(self)
         self._pending.append((records, size))
 
-    def flush_pending(self) -> None:
-        """Append every enqueued record, in as few batches as max.message.bytes allows. If the
-        append fails, the shard is reloaded from its log, which reverts the effects applied
-        ahead of it (GE-6), and the error is raised so that no response claims success."""
+    def flush_pending(self) -> int:
+        """Append every enqueued record, in as few batches as max.message.bytes allows; returns
+        the number of batches. If the append fails, the shard is reloaded from its log, which
+        reverts the effects applied ahead of it (GE-6), the failure is noted for the commit turn
+        (whose waiting answers it turns into errors, broker/coordinator/turn.py) and raised, so
+        that no response claims success."""
         pending, self._pending = self._pending, []
         if not pending or self.state is not ShardState.ACTIVE:
-            return
+            return 0
+        batches = 1
         try:
             # Operations stay whole; a batch holds as many as max.message.bytes allows.
             chunk: list[Record] = []
@@ -163,13 +166,16 @@ class CoordinatorShard:
                 body = records_size - rec.HEADER_SIZE
                 if chunk and size + body > self.max_batch_bytes:
                     self._append(chunk)
+                    batches += 1
                     chunk, size = [], rec.HEADER_SIZE
                 chunk.extend(records)
                 size += body
             self._append(chunk)
-        except CoordinatorError:
+        except CoordinatorError as exc:
+            self.service.note_failed(self, exc)
             self.reload()
             raise
+        return batches
 
     def reload(self) -> None:
         """Unload (parked requests get NOT_COORDINATOR) and replay the log again: what was not
