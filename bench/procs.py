@@ -243,6 +243,8 @@ def _load_librdkafka() -> Any:
     lib.rd_kafka_mock_coordinator_set.argtypes = [p, c, c, ctypes.c_int32]
     lib.rd_kafka_mock_partition_set_leader.restype = i
     lib.rd_kafka_mock_partition_set_leader.argtypes = [p, c, ctypes.c_int32, ctypes.c_int32]
+    # Variadic (broker, api key, count, then error and RTT per request): called with ctypes values.
+    lib.rd_kafka_mock_broker_push_request_error_rtts.restype = None
     lib.rd_kafka_destroy.argtypes = [p]
     lib.rd_kafka_err2str.restype = c
     return lib
@@ -251,6 +253,28 @@ def _load_librdkafka() -> Any:
 def _say(**record: Any) -> None:
     sys.stdout.write(json.dumps(record) + "\n")
     sys.stdout.flush()
+
+
+# What Kafka's old coordinator answers OffsetCommit after a move. The mock's own OffsetCommit
+# handler answers NOT_COORDINATOR only when no broker is the coordinator: a commit sent to the old
+# one is accepted, so its clients never see the move on the commit path (librdkafka's cgrp does
+# on Heartbeat). Pushed on the old broker's error stack, enough for every commit a benchmark
+# sends it; the stack cannot be cleared, so that broker must not be made coordinator again.
+OFFSET_COMMIT, NOT_COORDINATOR, FENCED_COMMITS = 8, 16, 1000
+
+
+def _fence_commits(lib: Any, mcluster: Any, broker_id: int) -> None:
+    import ctypes
+
+    for _ in range(FENCED_COMMITS):
+        lib.rd_kafka_mock_broker_push_request_error_rtts(
+            ctypes.c_void_p(mcluster),
+            ctypes.c_int32(broker_id),
+            ctypes.c_int16(OFFSET_COMMIT),
+            ctypes.c_size_t(1),
+            ctypes.c_int(NOT_COORDINATOR),
+            ctypes.c_int(0),
+        )
 
 
 def mock_main(argv: list[str]) -> int:
@@ -323,6 +347,8 @@ def mock_main(argv: list[str]) -> int:
                 continue
             if op == "coordinator_set":
                 code = lib.rd_kafka_mock_coordinator_set(mcluster, b"group", cmd["key"].encode(), int(cmd["broker"]))
+                if not code and cmd.get("old_broker") is not None:
+                    _fence_commits(lib, mcluster, int(cmd["old_broker"]))
             else:
                 code = lib.rd_kafka_mock_partition_set_leader(mcluster, cmd["topic"].encode(), int(cmd["partition"]), int(cmd["broker"]))
             _say(reply=op, error=lib.rd_kafka_err2str(code).decode() if code else "")

@@ -182,6 +182,8 @@ class Config:
         "newest bytes of each partition's active segment kept in the OS page cache; older pages are handed back"
         " to the OS once written (never before: nothing is dropped unwritten). 0: the OS decides, as in Kafka",
     )
+    # The fetch path (issue 17): record sets sent from the segment files, as Kafka's zero-copy transfer.
+    fetch_sendfile: bool = _opt(True, "send fetched record sets from the segment files with sendfile (off: read them into memory first)")
     # Kafka's defaults (issue 10): KAFKA_DEFAULTS above lists what this restores.
     kafka_defaults: bool = _opt(False, "use Kafka's value for every default kaflet changes (KAFKA_DEFAULTS) unless set explicitly")
     # Not a flag: the fields a user set explicitly (flag or variable), which --kafka-defaults

@@ -10,6 +10,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bench.runner import BENCHMARKS
 
@@ -83,3 +86,29 @@ def test_quick_assignors_benchmark_times_and_compares_spreads(tmp_path: Path) ->
     assert lag_aware["kaflet"] > 0 and lag_aware["baseline_name"] == "uniform" and lag_aware["target"] == ">= 0.5x"
     spreads = {name.split(",")[0]: r["kaflet"] for name, r in rows.items() if name.startswith("lag spread")}
     assert spreads["lag spread lag-aware"] <= spreads["lag spread range"]
+
+
+async def test_mock_baseline_old_coordinator_answers_offset_commit_not_coordinator() -> None:
+    """bench cluster's baseline is like-for-like: after a move, the mock's old coordinator answers
+    OffsetCommit NOT_COORDINATOR, as Kafka's (and kaflet's) does. The mock by itself accepts a commit
+    on any broker, so its members never had to find the new coordinator to commit."""
+    from bench.procs import Mock
+    from tests.support.groups import commit_request
+    from tests.support.raw_client import RawClient
+
+    def commit() -> Any:
+        return commit_request("g", {("t", 0): 1}, version=2)
+
+    with Mock(brokers=3).start() as m:
+        if not m.controllable:
+            pytest.skip("the mock's C API is not reachable")
+        m.create_topic("t", 1)
+        m.command("coordinator_set", key="g", broker=1)
+        m.command("coordinator_set", key="g", broker=2, old_broker=1)
+        old, new = [await RawClient.connect(address) for address in m.bootstrap.split(",")[:2]]  # brokers 1 and 2
+        try:
+            assert (await old.request(commit())).topics[0].partitions[0].error_code == 16  # NOT_COORDINATOR
+            assert (await new.request(commit())).topics[0].partitions[0].error_code == 0
+        finally:
+            await old.close()
+            await new.close()

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.classic import ClassicGroup
-from broker.coordinator.errors import AppendsFailed, CoordinatorError
+from broker.coordinator.errors import CoordinatorError
 from broker.coordinator.internal_topic import ensure_internal_topic, load_in_turn
 from broker.coordinator.shard import CoordinatorShard, ShardState
+from broker.coordinator.turn import CommitTurn
 from broker.topics import OFFSETS_TOPIC, Topic
 from protocol.errors import ErrorCode
 from protocol.javahash import partition_for
@@ -62,9 +63,10 @@ class GroupCoordinator:
         self.load_ms = 0.0
         self._load_task: asyncio.Task[None] | None = None
         self._partitions: dict[str, int] = {}
-        self._dirty: dict[
-            CoordinatorShard, None
-        ] = {}  # shards with enqueued records, in order  # group id -> partition (hashing a long id is not free)
+        self._dirty: dict[CoordinatorShard, None] = {}  # shards with enqueued records, in order
+        # Shards whose flush of enqueued records failed since the last commit turn (turn.py).
+        self._failed: dict[CoordinatorShard, CoordinatorError] = {}
+        self.commit_turn = CommitTurn(self)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -159,17 +161,21 @@ class GroupCoordinator:
     def mark_dirty(self, shard: CoordinatorShard) -> None:
         self._dirty[shard] = None
 
-    def flush_appends(self) -> None:
-        """Append the records enqueued by batched operations (see CoordinatorShard.enqueue)."""
+    def take_dirty(self) -> dict[CoordinatorShard, None]:
         dirty, self._dirty = self._dirty, {}
-        failed: dict[CoordinatorShard, CoordinatorError] = {}
-        for shard in dirty:
-            try:
-                shard.flush_pending()
-            except CoordinatorError as exc:
-                failed[shard] = exc
-        if failed:
-            raise AppendsFailed(failed)
+        return dirty
+
+    def note_failed(self, shard: CoordinatorShard, exc: CoordinatorError) -> None:
+        self._failed[shard] = exc
+
+    def take_failed(self) -> dict[CoordinatorShard, CoordinatorError]:
+        failed, self._failed = self._failed, {}
+        return failed
+
+    def flush_appends(self) -> None:
+        """Append the records enqueued by batched operations (see CoordinatorShard.enqueue) now,
+        ending the commit turn early (turn.py); raises AppendsFailed for the shards that failed."""
+        self.commit_turn()
 
     @property
     def batches_commits(self) -> bool:

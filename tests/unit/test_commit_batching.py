@@ -64,3 +64,58 @@ async def test_failed_batched_append_answers_not_coordinator_and_reverts(raw: An
             return False  # COORDINATOR_LOAD_IN_PROGRESS while the shard replays its log
 
     await async_wait_until(reloaded, message="the shard reloaded without the unappended commit")
+
+
+def _same_shard_groups(broker: Broker, n: int) -> list[str]:
+    shard = broker.coordinator.shard_for("turn-0")
+    return [grp for grp in (f"turn-{i}" for i in range(1000)) if broker.coordinator.shard_for(grp) is shard][:n]
+
+
+def _framed_commit(group: str, offset: int, corr: int) -> bytes:
+    request = g.commit_request(group, {("t", 0): offset})
+    request.with_header(correlation_id=corr, client_id="turn")
+    return bytes(request.encode(header=True, framed=True))
+
+
+async def test_two_connections_commits_in_one_turn_share_one_append(raw: Any, broker: Broker) -> None:
+    """Commits read from two connections in one loop turn go to their shard as one batch, and
+    neither is answered before it is written (turn.py)."""
+    broker.topics.create("t", 1)
+    a, b = await raw(), await raw()
+    first, second = _same_shard_groups(broker, 2)
+    turn = broker.coordinator.commit_turn
+    before, appends = len(_batches(broker, first)), turn.appends
+    # Written without yielding in between: both requests wait in their sockets for the broker's
+    # next poll, which reads them in one turn.
+    a.writer.write(_framed_commit(first, 7, 1))
+    b.writer.write(_framed_commit(second, 8, 2))
+    answers = [OffsetCommitResponse.decode(await c.read_frame(), version=8, header=True) for c in (a, b)]
+    assert [x.topics[0].partitions[0].error_code for x in answers] == [0, 0]
+    added = _batches(broker, first)[before:]
+    assert [h.record_count for h in added] == [2], "one append holds both connections' commits"
+    assert turn.appends - appends == 1
+    assert await g.fetched_offsets(a, first, {"t": [0]}) == {("t", 0): 7}
+    assert await g.fetched_offsets(b, second, {"t": [0]}) == {("t", 0): 8}
+
+
+async def test_two_connections_waiting_on_one_failed_append_both_get_its_error(raw: Any, broker: Broker) -> None:
+    """The answers of both connections depend on the one shared write: when it fails, neither
+    claims success (GE-3: NOT_COORDINATOR), and neither commit survives the shard's reload."""
+    broker.topics.create("t", 1)
+    a, b = await raw(), await raw()
+    first, second = _same_shard_groups(broker, 2)
+    shard = broker.coordinator.shard_for(first)
+    broker.faults.fail_appends(shard.service.topic_name, shard.partition, count=1)
+    a.writer.write(_framed_commit(first, 7, 1))
+    b.writer.write(_framed_commit(second, 8, 2))
+    answers = [OffsetCommitResponse.decode(await c.read_frame(), version=8, header=True) for c in (a, b)]
+    assert [x.topics[0].partitions[0].error_code for x in answers] == [ErrorCode.NOT_COORDINATOR] * 2
+
+    async def reloaded() -> bool:
+        try:
+            return await g.fetched_offsets(a, first, {"t": [0]}) == {("t", 0): -1}
+        except AssertionError:
+            return False  # COORDINATOR_LOAD_IN_PROGRESS while the shard replays its log
+
+    await async_wait_until(reloaded, message="the shard reloaded without either commit")
+    assert await g.fetched_offsets(b, second, {"t": [0]}) == {("t", 0): -1}
