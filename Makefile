@@ -49,13 +49,13 @@ COMPILE := $(BIN)/python -m compileall -q broker protocol storage pipeline
 # Should setuptools drop compat mode, the default one serves.
 EDITABLE := --config-settings editable_mode=compat
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml setup.py protocol/_speedups.c | $(BIN)/python
 	$(CHECK_VENV)
 	$(BIN)/python -m pip install -q -e . $(EDITABLE) || $(BIN)/python -m pip install -q -e .
 	$(COMPILE)
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py protocol/_speedups.c | $(BIN)/python
 	$(CHECK_VENV)
 	$(BIN)/python -m pip install -q -e '.[test,pipeline]' $(EDITABLE) || $(BIN)/python -m pip install -q -e '.[test,pipeline]'
 	$(COMPILE)
@@ -82,8 +82,15 @@ java:
 	@java -version >/dev/null 2>&1 || { echo "installing a Java runtime for Spark"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends openjdk-17-jre-headless; }
 
+# The tests of the code that has a compiled twin (protocol/_speedups.c) run once more on the
+# pure-Python path, which is what runs where no C compiler was found at install time.
+PURE_TESTS := tests/unit/test_commit_codec.py tests/unit/test_records.py tests/unit/test_commit_batching.py \
+	tests/conformance/test_offset_commit.py tests/conformance/test_offset_fetch.py tests/conformance/test_txn_offset_commit.py \
+	tests/api/test_offsets.py
+
 test: $(VENV)/.installed-test apt-deps java
 	$(BIN)/python -m pytest -q
+	KAFLET_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(PURE_TESTS)
 
 # The quicker loop while editing: codecs, storage and the coordinator's rules (a few minutes).
 test-fast: $(VENV)/.installed-test

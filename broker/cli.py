@@ -129,7 +129,9 @@ def main(argv: list[str] | None = None, serve_by_default: bool = False) -> int:
         sys.stdout.write(usage())
         return 0
     if argv and argv[0] == "--version":
-        sys.stdout.write(f"kaflet {version()}\n")
+        from protocol.compiled import PATH
+
+        sys.stdout.write(f"kaflet {version()} ({PATH})\n")  # PATH: the compiled fast path or pure Python
         return 0
     if not argv or argv[0].startswith("-"):
         argv = ["serve", *argv]

@@ -171,6 +171,8 @@ class Config:
     # Chaos (issue 15): the control API lets anyone who reaches the metrics listener break the broker.
     brokers: int = _opt(1, "brokers in this process, one event loop (node ids from --node-id, ports from --port up, 0: free ones)")
     control: bool = _opt(False, "serve the chaos control API (/control/...) on the metrics listener; off by default")
+    # The fetch path (issue 17): record sets sent from the segment files, as Kafka's zero-copy transfer.
+    fetch_sendfile: bool = _opt(True, "send fetched record sets from the segment files with sendfile (off: read them into memory first)")
     # Kafka's defaults (issue 10): KAFKA_DEFAULTS above lists what this restores.
     kafka_defaults: bool = _opt(False, "use Kafka's value for every default kaflet changes (KAFKA_DEFAULTS) unless set explicitly")
     # Not a flag: the fields a user set explicitly (flag or variable), which --kafka-defaults

@@ -13,11 +13,22 @@ Chaos (broker/faults.py, broker/cluster/chaos.py) acts here too: a black-holed c
 neither read (its frames wait, unread, in the socket) nor written (its answers are held, as TCP
 would hold unacknowledged bytes) until the hole closes; the broker's injected latency delays
 every response where it is written, in order.
+
+Fetch record sets leave by `sendfile` from the segment files (the handler marks a response
+holding FileRanges, `files_in_response`): the bytes before a range go through the transport,
+and once its write buffer is empty the range is sent on the socket itself. When the socket is
+full, a page of the range is read and written through the transport (with a high-water mark of
+0, the transport calls `resume_writing` once it has written it all) and sendfile carries on
+from there; ranges waiting like that pin their segments open. Where the bytes must wait in
+memory anyway (a black hole holds them, injected latency delays them) the ranges are read at
+once, so a hole holds bytes as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import socket
 import time
 from collections import deque
@@ -32,6 +43,8 @@ from broker.registry import REGISTRY, ApiSpec
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.header import HeaderError, parse_request_header, peek_api, response_header
+from storage.errors import StorageError
+from storage.segment import FileRange
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -45,6 +58,12 @@ _ADOPT_AT = 64 * 1024  # a Produce frame at least this big is adopted, not copie
 # _dispatch's answer for a frame that a black hole swallowed: it waits, unhandled, for the hole to close.
 _HELD = object()
 _RUN = object()  # _finish_pending_work's default: run the pending work here
+
+# sendfile: when the socket is full, this much of the range goes through the transport, whose
+# resume_writing then says when the socket takes more. A page: the rest stays in the file.
+_PIECE = 4096
+# sendfile errors that mean "not for this file or socket": the rest is read and written instead.
+_NO_SENDFILE = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EOVERFLOW})
 
 
 class CloseConnection(Exception):
@@ -99,6 +118,12 @@ class KafkaConnection(asyncio.Protocol):
         self._unanswerable = False
         self._current_corr = 0
         self._awaiting_turn = False  # this burst's answers wait for a turn's work (join_turn)
+        # sendfile of Fetch record sets (see the module docstring).
+        self.can_send_files = False  # the transport is a plain socket: Fetch may answer with FileRanges
+        self._sock_fd = -1
+        self._files = False  # the responses in _out hold FileRanges
+        self._sendq: deque[Any] = deque()  # chunks behind a range the socket has not taken yet (ranges pinned)
+        self._sendfile_ok = True  # cleared when the kernel refuses sendfile for this socket
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -110,6 +135,12 @@ class KafkaConnection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+            if transport.get_extra_info("sslcontext") is None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                self._sock_fd = sock.fileno()
+                self.can_send_files = self._sock_fd >= 0 and hasattr(os, "sendfile")
+                if self.can_send_files:
+                    # pause_writing as soon as anything is buffered, resume_writing once it is all written.
+                    transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
         self.peer_text = f"{self.peer_host}:{self.peer_port}"
@@ -152,6 +183,7 @@ class KafkaConnection(asyncio.Protocol):
         self._frames.clear()
         self._buf = bytearray()
         self._held = []
+        self._drop_sendq()
         if self._delay_timer is not None:
             self._delay_timer.cancel()
             self._delay_timer = None
@@ -532,17 +564,29 @@ class KafkaConnection(asyncio.Protocol):
             return  # turn_ended() writes them, with everything written meanwhile behind them
         if self._out and self.transport is not None:
             out, self._out = self._out, []
+            files, self._files = self._files, False
             self.last_active = time.monotonic()
             if self.hole is not None:
+                if files:  # a hole holds bytes, not ranges of files that may go meanwhile
+                    out = self._read_ranges(out)
+                    if out is None:
+                        return
                 self._held.extend(out)
                 return
-            self._send(out)
+            self._send(out, files)
 
-    def _send(self, chunks: list[Any]) -> None:
+    def _send(self, chunks: list[Any], files: bool = False) -> None:
         latency = self.broker.faults.latency_ms
         if not latency and not self._delayed:
-            self.transport.writelines(chunks)  # type: ignore[union-attr]
+            if files or self._sendq:
+                self._send_files(chunks)
+            else:
+                self.transport.writelines(chunks)  # type: ignore[union-attr]
             return
+        if files:
+            chunks = self._read_ranges(chunks)  # type: ignore[assignment]
+            if chunks is None:
+                return
         # Injected latency: due times never go backwards, so answers keep their order.
         loop = asyncio.get_running_loop()
         due = loop.time() + latency / 1000
@@ -560,9 +604,120 @@ class KafkaConnection(asyncio.Protocol):
         while delayed and (everything or delayed[0][0] <= now):
             _, chunks = delayed.popleft()
             if transport is not None and not transport.is_closing():
-                transport.writelines(chunks)
+                if self._sendq:
+                    self._send_files(chunks)
+                else:
+                    transport.writelines(chunks)
         if delayed:
             self._delay_timer = asyncio.get_running_loop().call_at(delayed[0][0], self._write_delayed)
+
+    # -- sendfile ---------------------------------------------------------------------------
+
+    def files_in_response(self) -> None:
+        """Called by a handler whose response (written next) holds FileRanges."""
+        self._files = True
+
+    def pause_writing(self) -> None:
+        pass  # the high-water mark is 0: nothing to do but wait for resume_writing
+
+    def resume_writing(self) -> None:
+        if self._sendq and not self.closing:
+            self._pump()
+
+    def _send_files(self, chunks: list[Any]) -> None:
+        """Write `chunks` in order after whatever waits in the send queue; ranges are pinned
+        (their segment's descriptor stays open) until sent."""
+        for c in chunks:
+            if type(c) is FileRange:
+                if not c.usable:
+                    # The segment went (its topic deleted, retention) between the read and now.
+                    self._abort_send(f"{c!r} was closed before it was sent")
+                    return
+                c.pin()
+        self._sendq.extend(chunks)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Send the queue: bytes through the transport, ranges with sendfile once the transport's
+        buffer is empty. Returns early when the socket is full (resume_writing calls again)."""
+        transport = self.transport
+        if transport is None:
+            return
+        q = self._sendq
+        plain: list[Any] = []
+        while q:
+            c = q[0]
+            if type(c) is not FileRange:
+                plain.append(q.popleft())
+                continue
+            if plain:
+                transport.writelines(plain)
+                plain = []
+            if transport.get_write_buffer_size():
+                return  # resume_writing (high-water mark 0) calls back when it is all written
+            sent = 0
+            if self._sendfile_ok:
+                try:
+                    sent = os.sendfile(self._sock_fd, c.fd, c.position, c.length)
+                except BlockingIOError:
+                    pass  # the socket is full
+                except OSError as exc:
+                    if exc.errno not in _NO_SENDFILE:  # the peer is gone (EPIPE, ECONNRESET)
+                        self._drop_sendq()
+                        transport.abort()
+                        return
+                    self._sendfile_ok = False
+                    log.info("sendfile refused; reading fetched data into memory instead", peer=self.peer_text, error=str(exc))
+                else:
+                    if sent == 0:  # end of file inside the range: the segment was cut short
+                        self._abort_send(f"{c!r} is past the end of its file")
+                        return
+                    c.advance(sent)
+            if c.length:
+                # The socket is full (or sendfile is refused): a page (or the rest) goes through
+                # the transport, which calls resume_writing when the socket has taken it.
+                try:
+                    piece = c.read(_PIECE if self._sendfile_ok else None)
+                except StorageError as exc:
+                    self._abort_send(str(exc))
+                    return
+                c.advance(len(piece))
+                if c.length:
+                    transport.write(piece)
+                    continue
+                plain.append(piece)
+            q.popleft()
+            c.release()
+        if plain:
+            transport.writelines(plain)
+
+    def _read_ranges(self, chunks: list[Any], close: bool = True) -> list[Any] | None:
+        """`chunks` with every FileRange read into bytes; None (and the connection closed, with
+        `close`) when one can no longer be read."""
+        out: list[Any] = []
+        for c in chunks:
+            if type(c) is FileRange:
+                try:
+                    c = c.read()
+                except StorageError as exc:
+                    if close:
+                        self._abort_send(str(exc))
+                    return None
+            out.append(c)
+        return out
+
+    def _abort_send(self, reason: str) -> None:
+        """A response cannot be completed: nothing more is written, the connection closes."""
+        self._drop_sendq()
+        self._out = []
+        self._delayed.clear()
+        self.close_with_warning(f"fetched data could not be sent: {reason}")
+
+    def _drop_sendq(self) -> None:
+        q, self._sendq = self._sendq, deque()
+        for c in q:
+            if type(c) is FileRange:
+                c.release()
 
     # -- black holes ----------------------------------------------------------------------
 
@@ -582,7 +737,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         held, self._held = self._held, []
         if held and self.transport is not None:
-            self._send(held)
+            self._send(held)  # read into bytes when held: no ranges
         self._update_reading()
         if not self._busy and self._frames:
             self._drain()
@@ -606,6 +761,11 @@ class KafkaConnection(asyncio.Protocol):
             if self._delay_timer is not None:
                 self._delay_timer.cancel()
             self._write_delayed(everything=True)
+        if self._sendq:  # ... and so do ranges the socket had not taken yet, read into memory
+            rest = self._read_ranges(list(self._sendq), close=False)
+            self._drop_sendq()
+            if rest is not None and self.transport is not None:
+                self.transport.writelines(rest)
         self.closing = True
         self._frames.clear()
         if self.transport is not None:

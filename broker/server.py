@@ -23,6 +23,7 @@ from broker.log_config import log_config
 from broker.network.limits import ConnectionLimits
 from broker.producer_ids import ProducerIdManager
 from broker.topics import TopicManager
+from protocol import compiled
 from protocol.errors import ErrorCode
 from storage.manager import LogManager
 
@@ -184,6 +185,7 @@ class Broker:
             data_dir=str(self.datadir.path),
             metrics=self.metrics_address,
             startup_ms=round((time.monotonic() - t0) * 1000, 1),
+            code_path=compiled.PATH,  # "compiled" (protocol/_speedups.c) or "pure-python"
             **({"kafka_defaults": self.config.kafka_defaults_applied()} if self.config.kafka_defaults else {}),
         )
 

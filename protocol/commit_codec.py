@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from protocol.compiled import speedups
+
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
@@ -186,9 +188,17 @@ def _decode_flexible(buf: bytes, version: int) -> CommitRequest:
     return CommitRequest(group_id, generation, member_id, instance_id, -1, topics, version)
 
 
+# The compiled twins of _decode_flexible and encode_response_py (protocol/_speedups.c), when built.
+_fast = speedups
+if _fast is not None:
+    _fast.configure(CommitRequest, CommitPartition, CodecError)
+
+
 def decode_request(body: bytes | memoryview, version: int) -> CommitRequest:
     """An OffsetCommit request body of `version` (0-9); raises CodecError on malformed input."""
     if version >= FIRST_FLEXIBLE:
+        if _fast is not None:
+            return _fast.decode_commit_flexible(body, version)  # type: ignore[no-any-return]
         buf = bytes(body)
         try:
             return _decode_flexible(buf, version)
@@ -256,6 +266,13 @@ def _uvarint(value: int) -> bytes:
 
 def encode_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
     """OffsetCommitResponse body: throttle (v3+), topics [(name, [(partition, error)])]."""
+    if _fast is not None:
+        return _fast.encode_commit_response(version, topics)  # type: ignore[no-any-return]
+    return encode_response_py(version, topics)
+
+
+def encode_response_py(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
+    """The pure-Python twin of the compiled encode_commit_response."""
     flexible = version >= FIRST_FLEXIBLE
     out = [b"\x00\x00\x00\x00"] if version >= 3 else []
     if flexible:
@@ -273,3 +290,33 @@ def encode_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]
             out.append(_I.pack(len(parts)))
             out.extend(_IH.pack(p, e) for p, e in parts)
     return b"".join(out)
+
+
+def encode_answer(
+    version: int, topics: list[tuple[str, list[CommitPartition]]], limits: list[int], codes: list[int] | int, unknown: int
+) -> bytes:
+    """The response to a decoded request's `topics`: a partition outside 0..limit of its topic
+    (the partition count the handler saw) gets `unknown` (OC-2), each other one the next of
+    `codes` in order, or `codes` itself when it is one code for all."""
+    if _fast is not None:
+        return _fast.encode_commit_answer(version, topics, limits, codes, unknown)  # type: ignore[no-any-return]
+    return encode_answer_py(version, topics, limits, codes, unknown)
+
+
+def encode_answer_py(
+    version: int, topics: list[tuple[str, list[CommitPartition]]], limits: list[int], codes: list[int] | int, unknown: int
+) -> bytes:
+    """The pure-Python twin of the compiled encode_commit_answer."""
+    if len(limits) != len(topics):
+        raise ValueError("one limit per topic")
+    rows: list[tuple[str, list[tuple[int, int]]]] = []
+    if isinstance(codes, list):
+        it = iter(codes)
+        for (name, parts), limit in zip(topics, limits, strict=True):
+            rows.append((name, [(p[0], next(it) if 0 <= p[0] < limit else unknown) for p in parts]))
+        if next(it, None) is not None:
+            raise ValueError("more codes than known partitions")
+    else:
+        for (name, parts), limit in zip(topics, limits, strict=True):
+            rows.append((name, [(p[0], codes if 0 <= p[0] < limit else unknown) for p in parts]))
+    return encode_response_py(version, rows)

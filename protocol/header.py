@@ -7,7 +7,9 @@ through the schema codec.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
+
+from protocol.compiled import speedups
 
 _HDR = struct.Struct(">hhih")
 _I32 = struct.Struct(">i")
@@ -18,8 +20,7 @@ class HeaderError(ValueError):
     """The request header does not decode."""
 
 
-@dataclass(slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int
@@ -64,7 +65,8 @@ def peek_api(buf: bytes | memoryview) -> tuple[int, int, int]:
 
 
 def parse_request_header(buf: bytes | memoryview, flexible: bool) -> RequestHeader:
-    """Request header v1 (or v2 when `flexible`): the client id stays a non-compact string."""
+    """Request header v1 (or v2 when `flexible`): the client id stays a non-compact string.
+    The compiled twin (protocol/_speedups.c) replaces this where it is built."""
     if len(buf) < 10:
         raise HeaderError("frame shorter than a request header")
     api_key, api_version, corr, clen = _HDR.unpack_from(buf, 0)
@@ -92,3 +94,9 @@ def response_header(size_of_body: int, correlation_id: int, flexible: bool) -> b
     if flexible:
         return _SIZE_CORR.pack(size_of_body + 5, correlation_id) + b"\x00"
     return _SIZE_CORR.pack(size_of_body + 4, correlation_id)
+
+
+parse_request_header_py = parse_request_header
+if speedups is not None:
+    speedups.configure_header(RequestHeader, HeaderError)
+    parse_request_header = speedups.parse_request_header  # the compiled twin

@@ -17,6 +17,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
+from protocol.compiled import speedups as _fast
+
 try:  # the extension itself: the package's __init__ may be skipped (broker/lean_imports.py)
     from crc32c._crc32c import crc32c
 except ImportError:  # pragma: no cover - a future crc32c layout
@@ -245,6 +247,33 @@ def build_batch(
     if not records:
         raise ValueError("a batch needs at least one record")
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    if (
+        _fast is not None
+        and base_offset == 0
+        and producer_id == NO_PRODUCER_ID
+        and attributes == 0
+        and partition_leader_epoch == 0
+        and base_sequence == NO_SEQUENCE
+        and producer_epoch == NO_PRODUCER_EPOCH
+    ):
+        try:
+            return _fast.build_batch(records, ts)  # type: ignore[no-any-return]
+        except TypeError:
+            pass  # keys or values that are not bytes: built below
+    return build_batch_py(records, ts, base_offset, producer_id, producer_epoch, base_sequence, attributes, partition_leader_epoch)
+
+
+def build_batch_py(
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    ts: int,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    attributes: int = 0,
+    partition_leader_epoch: int = 0,
+) -> bytearray:
+    """The pure-Python twin of the compiled build_batch (and the builder of every other kind)."""
     # Records share the batch timestamp (delta 0) and carry no headers; lengths come from a
     # table of zigzag varints, so a record costs a join rather than a varint loop per field.
     zz = _zigzag
@@ -281,6 +310,16 @@ def build_batch(
 
 def batch_size(records: Sequence[tuple[bytes | None, bytes | None]]) -> int:
     """The exact size of build_batch(records), without building it."""
+    if _fast is not None:
+        try:
+            return _fast.batch_size(records)  # type: ignore[no-any-return]
+        except TypeError:
+            pass
+    return batch_size_py(records)
+
+
+def batch_size_py(records: Sequence[tuple[bytes | None, bytes | None]]) -> int:
+    """The pure-Python twin of the compiled batch_size."""
     zz = _zigzag
     size = HEADER_SIZE
     for i, (key, value) in enumerate(records):

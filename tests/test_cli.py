@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from broker.cli import COMMANDS
 from broker.config import KAFKA_DEFAULTS, Config, ConfigError
 from broker.embed import BrokerProcess
+from protocol import compiled
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 KAFLET = Path(sys.executable).parent / "kaflet"  # the console script of the install under test
@@ -54,7 +55,7 @@ def test_the_readme_command_table_names_every_command() -> None:
 
 def test_version_comes_from_the_package_metadata() -> None:
     done = run("--version")
-    assert done.returncode == 0 and done.stdout == f"kaflet {version('kaflet')}\n"
+    assert done.returncode == 0 and done.stdout == f"kaflet {version('kaflet')} ({compiled.PATH})\n"  # which path runs
 
 
 def test_an_unknown_command_names_the_commands_and_exits_2() -> None:

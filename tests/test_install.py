@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -41,8 +42,28 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+def _can_compile() -> bool:
+    """A C compiler and Python's headers: what `pip install` needs to build protocol/_speedups.c."""
+    cc = (sysconfig.get_config_var("CC") or "").split()
+    return bool(cc) and shutil.which(cc[0]) is not None and (Path(sysconfig.get_paths()["include"]) / "Python.h").exists()
+
+
+def test_the_compiled_path_is_built_where_a_compiler_exists() -> None:
+    """make test's install builds the fast path (issue 17) wherever it can; it is only ever
+    skipped for want of a compiler (the broker then runs pure Python)."""
+    if os.environ.get("KAFLET_PURE_PYTHON", "") not in ("", "0"):
+        pytest.skip("KAFLET_PURE_PYTHON=1 forces the pure-Python path")
+    if not _can_compile():
+        pytest.skip("no C compiler here: the pure-Python path is the one in use")
+    from protocol import compiled
+
+    assert compiled.PATH == "compiled", "reinstall (make .venv/.installed-test, or pip install -e .) to build protocol/_speedups.c"
+
+
 def test_the_wheel_holds_the_packages_and_the_license_but_no_tests(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
+    if _can_compile():
+        assert any(n.startswith("protocol/_speedups") and n.endswith(".so") for n in names), "the compiled fast path is in the wheel"
     for module in ("broker/cli.py", "broker/embed/thread.py", "broker/embed/process.py", "protocol/records.py", "storage/log.py"):
         assert module in names
     assert any(n.endswith("licenses/LICENSE") for n in names)

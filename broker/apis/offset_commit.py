@@ -26,7 +26,7 @@ def _error(request: CommitRequest, code: ErrorCode) -> bytes:
     """Every partition of the request carries `code` (OC-8): faults and unexpected failures."""
     rows: dict[str, list[tuple[int, int]]] = {}
     for name, parts in request.topics:
-        rows.setdefault(name, []).extend((p.partition, code) for p in parts)
+        rows.setdefault(name, []).extend((p[0], code) for p in parts)
     return commit_codec.encode_response(request.version, list(rows.items()))
 
 
@@ -35,37 +35,33 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
     version = ctx.api_version
     broker = ctx.broker
     known_topics = broker.topics.topics
-    rows: Rows = []
+    topics = request.topics
     commits: list[tuple[str, CommitPartition]] = []
-    slots: list[tuple[list[tuple[int, int]], int]] = []
-    unknown: list[int] = []  # OC-2 codes, for the request metrics
-    for name, parts in request.topics:
+    unknown = 0  # OC-2 answers, for the request metrics
+    limits: list[int] = []  # each topic's partition count as this request saw it
+    for name, parts in topics:
         topic = known_topics.get(name)
         limit = topic.partitions if topic is not None else 0
-        out: list[tuple[int, int]] = []
-        rows.append((name, out))
+        limits.append(limit)
         for cp in parts:
-            if 0 <= cp.partition < limit:
-                slots.append((out, len(out)))
+            if 0 <= cp[0] < limit:
                 commits.append((name, cp))
-                out.append((cp.partition, 0))
             else:
-                out.append((cp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))  # OC-2
-                unknown.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not commits:
-        ctx.errors = unknown
-        return commit_codec.encode_response(version, rows)
+                unknown += 1
 
     def fill(codes: list[ErrorCode] | ErrorCode) -> bytes:
-        single = codes if isinstance(codes, ErrorCode) else None
-        for i, (out, index) in enumerate(slots):
-            out[index] = (out[index][0], single if single is not None else codes[i])  # type: ignore[index]
-        # The answer's error codes, for the request metrics (broker/metrics/errors.py).
-        failed = [c for c in codes if c] if single is None else ([single] * len(slots) if single else [])  # type: ignore[union-attr]
+        """The answer: OC-2's error for unknown partitions, `codes` (one per commit, or one for all) for the others."""
+        if isinstance(codes, ErrorCode):
+            failed = [codes] * len(commits) if codes else []
+        else:
+            failed = [c for c in codes if c]
         if unknown or failed:
-            ctx.errors = unknown + failed
-        return commit_codec.encode_response(version, rows)
+            # The answer's error codes, for the request metrics (broker/metrics/errors.py).
+            ctx.errors = [_UNKNOWN] * unknown + failed
+        return commit_codec.encode_answer(version, topics, limits, codes, _UNKNOWN)
 
+    if not commits:
+        return fill([])
     group_id = request.group_id
     if group_id is None:
         return fill(ErrorCode.INVALID_GROUP_ID)  # GE-4: "" is a legal group here
@@ -93,6 +89,9 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
     if waiter is None:
         return fill(codes)
     return _after(waiter, fill, codes)
+
+
+_UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 async def _after(waiter: Awaitable[Any], fill: Any, codes: list[ErrorCode]) -> Any:

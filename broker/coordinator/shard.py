@@ -456,45 +456,56 @@ class CoordinatorShard:
         """OC-3..OC-7; returns one error per commit, in order, and the durability wait.
 
         `batched`: the caller will call `service.flush_appends()` before answering, so the
-        records are enqueued to be appended with other commits rather than appended now."""
+        records are enqueued to be appended with other commits rather than appended now.
+        Commits are (topic, (partition, offset, leader epoch, commit timestamp, metadata)) tuples
+        (CommitPartition or the plain tuples of the compiled decoder alike): this is the hot
+        path of every consumer group, so fields are read by index and the steady case (a
+        simple or stable group, small metadata) takes no detours."""
         group = self.groups.get(group_id)
-        consumer_group = self.consumer_groups.get(group_id) if group is None else None
-        if consumer_group is not None:
-            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, api_version, transactional=False)
-            if error is not ErrorCode.NONE:
-                raise CoordinatorError(error)
-        elif group is None:
-            if generation < 0:
+        if group is None:
+            consumer_group = self.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, api_version, transactional=False)
+                if error is not ErrorCode.NONE:
+                    raise CoordinatorError(error)
+            elif generation < 0:
                 group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
             elif api_version >= 9:
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
             else:
                 raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
         if group is not None:
-            error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=False)
-            if error is not ErrorCode.NONE:
-                raise CoordinatorError(error)
-        if group is not None and (group.state is GroupState.STABLE or group.state is GroupState.PREPARING_REBALANCE):
-            member = group.members.get(member_id)
-            if member is not None:
-                self.classic.reschedule_heartbeat(group, member)  # OC-5
+            state = group.state
+            # validate_offset_commit's first two checks, for the simple group that commits most:
+            # an Empty group (never Dead) with no generation passes.
+            if not (generation < 0 and state is GroupState.EMPTY):
+                error = self.validate_offset_commit(group, member_id, instance_id, generation, transactional=False)
+                if error is not ErrorCode.NONE:
+                    raise CoordinatorError(error)
+                if state is GroupState.STABLE or state is GroupState.PREPARING_REBALANCE:
+                    member = group.members.get(member_id)
+                    if member is not None:
+                        self.classic.reschedule_heartbeat(group, member)  # OC-5
         now = self.now_ms()
         expire = now + retention_ms if retention_ms != -1 else -1
         max_meta = self.config.offset_metadata_max_bytes
+        half_meta = max_meta // 2
         records: list[Record] = []
         applied: list[tuple[str, int, bytes]] = []
         results: list[ErrorCode] = []
         key_of = orec.offset_commit_key
         value_of = orec.offset_commit_value
+        ok = ErrorCode.NONE
         for topic, c in commits:
-            metadata = c.metadata
-            if metadata is not None and len(metadata) > max_meta // 2 and utf16_length(metadata) > max_meta:
+            metadata = c[4]
+            if metadata is not None and len(metadata) > half_meta and utf16_length(metadata) > max_meta:
                 results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
-            results.append(ErrorCode.NONE)
-            value = value_of(c.offset, c.leader_epoch, metadata or "", c.commit_timestamp if c.commit_timestamp != -1 else now, expire)
-            records.append((key_of(group_id, topic, c.partition), value))
-            applied.append((topic, c.partition, value))
+            results.append(ok)
+            partition = c[0]
+            value = value_of(c[1], c[2], metadata or "", now if c[3] == -1 else c[3], expire)
+            records.append((key_of(group_id, topic, partition), value))
+            applied.append((topic, partition, value))
         if not records:
             return results, None
         if self.pending_txn:
@@ -508,13 +519,16 @@ class CoordinatorShard:
             if size > self.max_batch_bytes:
                 raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)  # GE-3, as write() checks
             waiter = None
-            self.enqueue(records, size)
+            if not self._pending:
+                self.service.mark_dirty(self)
+            self._pending.append((records, size))  # enqueue(), inlined
         else:
             waiter = self.write(records, replay=False)
-        # The records are in the log: apply them as replay() would, without re-parsing our own keys.
-        apply = self.apply_offset_commit
+        # The records are in the log: apply them as replay() would (apply_offset_commit: the
+        # group exists by now), without re-parsing our own keys.
+        put = self.offsets.put
         for topic, partition, value in applied:
-            apply(group_id, topic, partition, value)
+            put(group_id, topic, partition, value)
         self.service.stats.offset_commits += len(records)
         return results, waiter
 

@@ -1,0 +1,175 @@
+"""The compiled fast path (protocol/_speedups.c) gives exactly what its pure-Python twins give,
+or refuses exactly where they refuse, on the same inputs. Skipped where it is not built or
+KAFLET_PURE_PYTHON=1 forces the pure path (make test reruns the codec tests that way)."""
+
+from __future__ import annotations
+
+import crc32c as crc32c_package
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.protocol.consumer import OffsetCommitRequest
+
+from protocol import commit_codec as cc
+from protocol import records as rec
+from protocol.compiled import speedups
+
+pytestmark = pytest.mark.skipif(speedups is None, reason="the compiled path is not in use (not built, or KAFLET_PURE_PYTHON=1)")
+
+texts = st.text(max_size=30)
+i32 = st.integers(-(2**31), 2**31 - 1)
+i64 = st.integers(-(2**63), 2**63 - 1)
+partitions = st.lists(st.tuples(i32, i64, i32, st.one_of(st.none(), texts)), max_size=5)
+topics = st.lists(st.tuples(texts, partitions), max_size=4)
+
+
+def _pure_decode(body: bytes, version: int) -> cc.CommitRequest:
+    try:
+        return cc._decode_flexible(body, version)
+    except (IndexError, ValueError, UnicodeDecodeError, __import__("struct").error) as exc:
+        raise cc.CodecError(str(exc)) from None
+
+
+def _both(body: bytes, version: int) -> tuple[object, object]:
+    out = []
+    for decode in (lambda: speedups.decode_commit_flexible(body, version), lambda: _pure_decode(body, version)):
+        try:
+            out.append(decode())
+        except cc.CodecError:
+            out.append(cc.CodecError)
+    return out[0], out[1]
+
+
+def _request(version: int, group: str, generation: int, member: str, instance: str | None, topic_list: list) -> bytes:
+    P = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    return bytes(
+        OffsetCommitRequest[version](
+            group_id=group,
+            generation_id_or_member_epoch=generation,
+            member_id=member,
+            group_instance_id=instance,
+            topics=[
+                OffsetCommitRequest.OffsetCommitRequestTopic(
+                    name=name,
+                    partitions=[
+                        P(partition_index=p, committed_offset=o, committed_leader_epoch=e, committed_metadata=m) for p, o, e, m in parts
+                    ],
+                )
+                for name, parts in topic_list
+            ],
+        ).encode()
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    version=st.sampled_from([8, 9]),
+    group=texts,
+    generation=i32,
+    member=texts,
+    instance=st.one_of(st.none(), texts),
+    topic_list=topics,
+    cut=st.integers(0, 400),
+    flips=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3),
+)
+def test_requests_decode_alike_whole_cut_or_corrupted(
+    version: int, group: str, generation: int, member: str, instance: str | None, topic_list: list, cut: int, flips: list
+) -> None:
+    body = _request(version, group, generation, member, instance, topic_list)
+    fast, pure = _both(body, version)
+    assert fast == pure and type(fast) is type(pure)
+    assert all(type(p) is cc.CommitPartition for _, ps in fast.topics for p in ps)  # type: ignore[attr-defined]
+    fast, pure = _both(body[: cut % (len(body) + 1)], version)  # truncated anywhere
+    assert fast == pure
+    corrupted = bytearray(body)
+    for at, byte in flips:
+        corrupted[at % len(corrupted)] = byte
+    fast, pure = _both(bytes(corrupted), version)
+    assert fast == pure
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.binary(max_size=120), version=st.sampled_from([8, 9]))
+def test_random_bytes_decode_alike(body: bytes, version: int) -> None:
+    fast, pure = _both(body, version)
+    assert fast == pure
+
+
+@pytest.mark.parametrize("version", range(10))
+@settings(max_examples=40, deadline=None)
+@given(topic_list=st.lists(st.tuples(texts, st.lists(st.tuples(i32, st.integers(-(2**15), 2**15 - 1)), max_size=5)), max_size=4))
+def test_responses_encode_alike(version: int, topic_list: list) -> None:
+    assert speedups.encode_commit_response(version, topic_list) == cc.encode_response_py(version, topic_list)
+
+
+fields = st.one_of(st.none(), st.binary(max_size=300))
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=st.lists(st.tuples(fields, fields), min_size=1, max_size=70), ts=i64)
+def test_batches_build_alike(records: list, ts: int) -> None:
+    built = speedups.build_batch(records, ts)
+    assert built == rec.build_batch_py(records, ts)
+    assert speedups.batch_size(records) == rec.batch_size_py(records) == len(built)
+    assert rec.read_header(built, 0).record_count == len(records)
+
+
+@given(data=st.binary(max_size=3000))
+def test_crc32c_is_castagnoli(data: bytes) -> None:
+    assert speedups.crc32c(data) == crc32c_package.crc32c(data)
+
+
+def test_what_the_compiled_path_refuses_the_wrappers_build_in_python() -> None:
+    with pytest.raises(TypeError):
+        speedups.build_batch([("key", b"v")], 0)
+    assert rec.build_batch([(bytearray(b"k"), b"v")], timestamp_ms=5) == rec.build_batch_py([(b"k", b"v")], 5)
+    with pytest.raises(ValueError):
+        rec.build_batch([], timestamp_ms=0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    head=st.binary(min_size=8, max_size=8),
+    client_id=st.one_of(st.none(), st.text(max_size=20)),
+    tags=st.lists(st.tuples(st.integers(0, 2**20), st.binary(max_size=20)), max_size=3),
+    flexible=st.booleans(),
+    cut=st.integers(0, 100),
+    noise=st.binary(max_size=12),
+)
+def test_request_headers_parse_alike(head: bytes, client_id: str | None, tags: list, flexible: bool, cut: int, noise: bytes) -> None:
+    from protocol import header as h
+
+    raw_id = b"\xff\xff" if client_id is None else len(client_id.encode()).to_bytes(2, "big") + client_id.encode()
+    tagged = cc._uvarint(len(tags)) + b"".join(cc._uvarint(t) + cc._uvarint(len(v)) + v for t, v in tags)
+    frame = head + raw_id + (tagged if flexible else b"") + b"body"
+    for buf in (frame, frame[: cut % (len(frame) + 1)], head + noise, memoryview(frame)):
+        results = []
+        for parse in (speedups.parse_request_header, h.parse_request_header_py):
+            try:
+                results.append(parse(buf, flexible))
+            except h.HeaderError:
+                results.append(h.HeaderError)
+        assert results[0] == results[1]
+        assert type(results[0]) is type(results[1])
+
+
+@pytest.mark.parametrize("version", [2, 7, 8, 9])
+@settings(max_examples=60, deadline=None)
+@given(
+    topic_list=st.lists(st.tuples(texts, st.lists(st.tuples(i32, i64, i32, st.just(-1), st.none()), max_size=5)), max_size=4),
+    limit=st.integers(0, 8),
+    single=st.one_of(st.none(), st.integers(0, 100)),
+)
+def test_answers_encode_alike(version: int, topic_list: list, limit: int, single: int | None) -> None:
+    topics = [(name, [cc.CommitPartition(*p) for p in parts]) for name, parts in topic_list]
+    limits = [limit + i for i in range(len(topics))]
+    known = sum(1 for (_, parts), lim in zip(topics, limits, strict=True) for p in parts if 0 <= p[0] < lim)
+    codes: list[int] | int = single if single is not None else [(i * 7) % 90 for i in range(known)]
+    assert speedups.encode_commit_answer(version, topics, limits, codes, 3) == cc.encode_answer_py(version, topics, limits, codes, 3)
+    if isinstance(codes, list):  # a code too many or too few is refused by both
+        for wrong in ([*codes, 0], codes[:-1] if codes else None):
+            if wrong is None:
+                continue
+            for encode in (speedups.encode_commit_answer, cc.encode_answer_py):
+                with pytest.raises((ValueError, StopIteration)):
+                    encode(version, topics, limits, wrong, 3)
