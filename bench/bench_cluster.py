@@ -8,7 +8,7 @@ to answer OffsetCommit with NOT_COORDINATOR, as Kafka's and kaflet's do: the moc
 a commit on any broker, so its members never had to find the new coordinator to commit.
 
 "Back at work" after a coordinator move: every member has had an OffsetCommit, sent after the move
-was made, accepted by the new coordinator (each member commits every second). kaflet's group stays
+was made, accepted by the new coordinator (each member commits every 100 ms). kaflet's group stays
 Stable through a move (the new coordinator loads it from the log, as Kafka's does), so this is the
 time the members take to find the new coordinator and be served by it, Kafka's recovery path.
 """
@@ -26,16 +26,18 @@ from bench.procs import Kaflet, Mock
 ABOUT = "3-broker start vs 1; coordinator move -> 10-member group served again; leader move -> next acknowledged record"
 
 HEARTBEAT_MS = 1000
-# Each member commits once a second (librdkafka's auto-commit cadence is 5 s). With a commit every
-# 100 ms, librdkafka (2.x, its open issue #3645) loses the group after a move, against kaflet and
-# against the mock made to answer as Kafka does alike: the commit that got NOT_COORDINATOR is
+COMMIT_EVERY = 0.1  # seconds between one member's synchronous commits
+# librdkafka (2.x; its open issue #3645) can lose the group after a coordinator move, against kaflet
+# and against the mock made to answer as Kafka does alike: the commit that got NOT_COORDINATOR is
 # retried (retry.backoff.ms, 100 ms) on the coordinator's logical broker while FindCoordinator is
-# still out (librdkafka sends it to its busiest connection, behind a Fetch long poll of up to
-# fetch.wait.max.ms; Kafka answers a connection's requests one at a time); setting the new
-# coordinator's address then closes that broker with the retry queued on it, the retry fails with a
-# transport error, which marks the coordinator dead and clears the address again, and so on: no
-# Heartbeat goes out until the session expires.
-COMMIT_EVERY = 1.0
+# still out. librdkafka sends FindCoordinator to its least idle connection, the one its Fetch long
+# polls go to, and a broker answers a connection's requests in order (Kafka mutes the connection
+# until the Fetch is answered, up to fetch.wait.max.ms, 500 ms). Setting the new coordinator's
+# address then closes that broker with the retry queued on it; the retry fails with a transport
+# error, which marks the coordinator dead and clears the address again, and so on: no Heartbeat
+# goes out until the session expires (seen with commits every 100 ms and, under load, every 1 s).
+# A long poll shorter than the retry backoff answers FindCoordinator before the retry is queued.
+FETCH_WAIT_MAX_MS = 50
 
 
 class _Member(threading.Thread):
@@ -51,6 +53,7 @@ class _Member(threading.Thread):
                 "session.timeout.ms": 10000,
                 "heartbeat.interval.ms": HEARTBEAT_MS,
                 "enable.auto.commit": False,
+                "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,
             }
         )
         self.consumer.subscribe([topic])

@@ -13,11 +13,22 @@ Chaos (broker/faults.py, broker/cluster/chaos.py) acts here too: a black-holed c
 neither read (its frames wait, unread, in the socket) nor written (its answers are held, as TCP
 would hold unacknowledged bytes) until the hole closes; the broker's injected latency delays
 every response where it is written, in order.
+
+Fetch record sets leave by `sendfile` from the segment files (the handler marks a response
+holding FileRanges, `files_in_response`): the bytes before a range go through the transport,
+and once its write buffer is empty the range is sent on the socket itself. When the socket is
+full, a page of the range is read and written through the transport (with a high-water mark of
+0, the transport calls `resume_writing` once it has written it all) and sendfile carries on
+from there; ranges waiting like that pin their segments open. Where the bytes must wait in
+memory anyway (a black hole holds them, injected latency delays them) the ranges are read at
+once, so a hole holds bytes as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import socket
 import time
 from collections import deque
@@ -32,6 +43,8 @@ from broker.registry import REGISTRY, ApiSpec
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.header import HeaderError, parse_request_header, peek_api, response_header
+from storage.errors import StorageError
+from storage.segment import FileRange
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -40,18 +53,28 @@ log = structlog.get_logger("kaflet.connection")
 
 # Stop reading from a client that has this many bytes of complete frames queued.
 _PAUSE_AT = 8 * 1024 * 1024
-_ADOPT_AT = 64 * 1024  # a Produce frame at least this big is adopted, not copied (data_received)
+# A frame at least this big is read straight into a buffer of its own (get_buffer); smaller ones
+# pass through the scratch buffer of _SCRATCH bytes, which is at least 4x larger.
+_DIRECT_AT = 64 * 1024
+_SCRATCH = 256 * 1024
+_EMPTY_VIEW = memoryview(b"")
 
 # _dispatch's answer for a frame that a black hole swallowed: it waits, unhandled, for the hole to close.
 _HELD = object()
 _RUN = object()  # _finish_pending_work's default: run the pending work here
+
+# sendfile: when the socket is full, this much of the range goes through the transport, whose
+# resume_writing then says when the socket takes more. A page: the rest stays in the file.
+_PIECE = 4096
+# sendfile errors that mean "not for this file or socket": the rest is read and written instead.
+_NO_SENDFILE = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EOVERFLOW})
 
 
 class CloseConnection(Exception):
     """Raised by the dispatcher: the connection is closed with this reason."""
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.max_request = broker.config.max_request_bytes
@@ -59,7 +82,14 @@ class KafkaConnection(asyncio.Protocol):
         self.peer_host = "?"
         self.peer_port = 0
         self.peer_text = "?"
-        self._buf = bytearray()
+        # Reading (get_buffer): the scratch buffer and how much of it holds bytes not yet framed;
+        # a large frame's own buffer, a view of it and how much of it has arrived.
+        self._scratch = bytearray(_SCRATCH)
+        self._scratch_view = memoryview(self._scratch)
+        self._scratch_end = 0
+        self._big: bytearray | None = None
+        self._big_view = _EMPTY_VIEW
+        self._big_filled = 0
         self._frames: deque[bytes | memoryview] = deque()
         self._queued_bytes = 0
         self._busy = False
@@ -99,8 +129,14 @@ class KafkaConnection(asyncio.Protocol):
         self._unanswerable = False
         self._current_corr = 0
         self._awaiting_turn = False  # this burst's answers wait for a turn's work (join_turn)
+        # sendfile of Fetch record sets (see the module docstring).
+        self.can_send_files = False  # the transport is a plain socket: Fetch may answer with FileRanges
+        self._sock_fd = -1
+        self._files = False  # the responses in _out hold FileRanges
+        self._sendq: deque[Any] = deque()  # chunks behind a range the socket has not taken yet (ranges pinned)
+        self._sendfile_ok = True  # cleared when the kernel refuses sendfile for this socket
 
-    # -- asyncio.Protocol ---------------------------------------------------------------
+    # -- asyncio.BufferedProtocol -----------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -110,6 +146,12 @@ class KafkaConnection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+            if transport.get_extra_info("sslcontext") is None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                self._sock_fd = sock.fileno()
+                self.can_send_files = self._sock_fd >= 0 and hasattr(os, "sendfile")
+                if self.can_send_files:
+                    # pause_writing as soon as anything is buffered, resume_writing once it is all written.
+                    transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
         self.peer_text = f"{self.peer_host}:{self.peer_port}"
@@ -141,17 +183,21 @@ class KafkaConnection(asyncio.Protocol):
         self.broker.connections.discard(self)
         if closed_by_peer and self._close_after_queue is not None and self.broker.accepting:
             log.warning("closing connection", peer=self.peer_text, reason=self._close_after_queue)
-        elif closed_by_peer and self._buf and self.broker.accepting:
+        elif closed_by_peer and self.partial_bytes and self.broker.accepting:
             # When the broker closed the connection it already logged why; this is the peer's doing.
+            partial = self.partial_bytes
             log.warning(
                 "connection closed mid-frame",
                 peer=self.peer_text,
-                reason=f"peer closed the connection with {len(self._buf)} bytes of an incomplete request",
-                buffered_bytes=len(self._buf),
+                reason=f"peer closed the connection with {partial} bytes of an incomplete request",
+                buffered_bytes=partial,
             )
         self._frames.clear()
-        self._buf = bytearray()
+        self._scratch_end = 0
+        self._big = None
+        self._big_view = _EMPTY_VIEW
         self._held = []
+        self._drop_sendq()
         if self._delay_timer is not None:
             self._delay_timer.cancel()
             self._delay_timer = None
@@ -159,56 +205,121 @@ class KafkaConnection(asyncio.Protocol):
             # The handler may be parked in the coordinator; its answer has nowhere to go.
             self.in_flight.cancel()
 
-    def data_received(self, data: bytes) -> None:
+    # -- reading: frames straight into their buffers ------------------------------------------
+    #
+    # The loop reads into what get_buffer returns (asyncio.BufferedProtocol). Small frames
+    # arrive in a fixed scratch buffer and are copied out, one copy each, as before. A frame of
+    # _DIRECT_AT bytes or more gets a buffer of its own once its size is known, and the socket
+    # is read straight into it: a 1 MiB Produce is read in a few large reads with no copy in
+    # Python (with data_received, uvloop read it in 256 KB pieces, each copied into a bytes,
+    # then into the connection's buffer, then once more into the frame).
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return self._big_view[self._big_filled :]
+        return self._scratch_view[self._scratch_end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self.closing or self._close_after_queue is not None:
+            self._scratch_end = 0
             return
         self.last_active = time.monotonic()
-        buf = self._buf
-        buf += data
-        pos = 0
-        end = len(buf)
-        max_request = self.max_request
-        pool = self._pool
-        adopted = False
-        while end - pos >= 4:
-            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            if size < 0 or size > max_request:
-                # Checked before anything is allocated for the frame. Requests queued before it
-                # are still answered, in order, as Kafka does (it reads the next size only after
-                # the previous response is sent).
-                self._close_after_queue = f"request size {size} outside 0..{max_request}"
-                self._buf = bytearray()
-                pos = end = 0
-                break
-            if end - pos - 4 < size:
-                break
-            if pos == 0 and end == 4 + size and size >= _ADOPT_AT and buf[4] == 0 and buf[5] == ApiKey.PRODUCE:
-                # A large Produce frame that is the whole buffer: hand the buffer over instead of
-                # copying it (a view past the size prefix; nothing writes it again).
-                self._frames.append(memoryview(buf)[4:])
-                self._buf = buf = bytearray()
-                end = 0
-                adopted = True
-            else:
-                with memoryview(buf) as view:  # one copy of the frame, released before buf shrinks
-                    self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
-                pos += 4 + size
-            self._queued_bytes += size
-            if pool is not None:
-                self._reserved += size
-                pool.take(size, self.broker.connections)
-        if adopted:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled < len(self._big):
+                return
+            self._big_done()
             self.frame_started = 0.0
-        elif pos:
-            del buf[:pos]
-            self.frame_started = self.last_active if buf else 0.0
-        elif not self.frame_started:
-            self.frame_started = self.last_active
+        else:
+            self._scratch_end += nbytes
+            self._split_scratch()
         if not self._busy:
             self._drain()
         if self._queued_bytes > _PAUSE_AT and not self._paused:
             self._paused = True
             self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes handed over rather than read into get_buffer (in-process benchmarks, tests)."""
+        view = memoryview(data)
+        while view:
+            buf = self.get_buffer(len(view))
+            n = min(len(buf), len(view))
+            buf[:n] = view[:n]
+            view = view[n:]
+            self.buffer_updated(n)
+
+    def _split_scratch(self) -> None:
+        """Queue the whole frames in the scratch buffer; keep the partial one at its start, or
+        give it a buffer of its own when it is large."""
+        buf = self._scratch
+        view = self._scratch_view
+        end = self._scratch_end
+        pos = 0
+        max_request = self.max_request
+        while end - pos >= 4:
+            size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+            if size < 0 or size > max_request:
+                # Checked before anything is allocated for the frame. Requests queued before it
+                # are still answered, in order, as Kafka does (it reads the next size only after
+                # the previous response is sent).
+                self._close_after_queue = f"request size {size} outside 0..{max_request}"
+                self._scratch_end = 0
+                return
+            if size >= _DIRECT_AT:
+                # Its own buffer; what arrived of it so far is copied once (at most a read's worth).
+                have = min(end - pos - 4, size)
+                self._big = bytearray(size)
+                self._big_view = memoryview(self._big)
+                self._big_view[:have] = view[pos + 4 : pos + 4 + have]
+                self._big_filled = have
+                pos += 4 + have
+                if have < size:
+                    break
+                self._big_done()
+                continue
+            if end - pos - 4 < size:
+                break
+            self._queue_frame(bytes(view[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        left = end - pos
+        if pos and left:
+            buf[:left] = bytes(view[pos:end])  # a partial small frame: under _DIRECT_AT bytes
+        self._scratch_end = left
+        if left or self._big is not None:
+            if pos or not self.frame_started:
+                self.frame_started = self.last_active  # a frame still arriving started now
+        else:
+            self.frame_started = 0.0
+
+    def _big_done(self) -> None:
+        """A large frame is complete. A Produce frame is handed over as a view of its buffer
+        (nothing writes it again); any other is copied once into bytes, as small frames are."""
+        frame = self._big
+        view = self._big_view
+        self._big = None
+        self._big_view = _EMPTY_VIEW
+        assert frame is not None
+        if frame[0] == 0 and frame[1] == ApiKey.PRODUCE:
+            self._queue_frame(view)
+        else:
+            view.release()
+            self._queue_frame(bytes(frame))
+
+    def _queue_frame(self, frame: bytes | memoryview) -> None:
+        size = len(frame)
+        self._frames.append(frame)
+        self._queued_bytes += size
+        if self._pool is not None:
+            self._reserved += size
+            self._pool.take(size, self.broker.connections)
+
+    @property
+    def partial_bytes(self) -> int:
+        """Bytes of a request frame that has not fully arrived (size prefix included)."""
+        if self._big is not None:
+            return 4 + self._big_filled
+        return self._scratch_end
 
     def eof_received(self) -> bool | None:
         return None
@@ -532,17 +643,29 @@ class KafkaConnection(asyncio.Protocol):
             return  # turn_ended() writes them, with everything written meanwhile behind them
         if self._out and self.transport is not None:
             out, self._out = self._out, []
+            files, self._files = self._files, False
             self.last_active = time.monotonic()
             if self.hole is not None:
+                if files:  # a hole holds bytes, not ranges of files that may go meanwhile
+                    out = self._read_ranges(out)
+                    if out is None:
+                        return
                 self._held.extend(out)
                 return
-            self._send(out)
+            self._send(out, files)
 
-    def _send(self, chunks: list[Any]) -> None:
+    def _send(self, chunks: list[Any], files: bool = False) -> None:
         latency = self.broker.faults.latency_ms
         if not latency and not self._delayed:
-            self.transport.writelines(chunks)  # type: ignore[union-attr]
+            if files or self._sendq:
+                self._send_files(chunks)
+            else:
+                self.transport.writelines(chunks)  # type: ignore[union-attr]
             return
+        if files:
+            chunks = self._read_ranges(chunks)  # type: ignore[assignment]
+            if chunks is None:
+                return
         # Injected latency: due times never go backwards, so answers keep their order.
         loop = asyncio.get_running_loop()
         due = loop.time() + latency / 1000
@@ -560,9 +683,120 @@ class KafkaConnection(asyncio.Protocol):
         while delayed and (everything or delayed[0][0] <= now):
             _, chunks = delayed.popleft()
             if transport is not None and not transport.is_closing():
-                transport.writelines(chunks)
+                if self._sendq:
+                    self._send_files(chunks)
+                else:
+                    transport.writelines(chunks)
         if delayed:
             self._delay_timer = asyncio.get_running_loop().call_at(delayed[0][0], self._write_delayed)
+
+    # -- sendfile ---------------------------------------------------------------------------
+
+    def files_in_response(self) -> None:
+        """Called by a handler whose response (written next) holds FileRanges."""
+        self._files = True
+
+    def pause_writing(self) -> None:
+        pass  # the high-water mark is 0: nothing to do but wait for resume_writing
+
+    def resume_writing(self) -> None:
+        if self._sendq and not self.closing:
+            self._pump()
+
+    def _send_files(self, chunks: list[Any]) -> None:
+        """Write `chunks` in order after whatever waits in the send queue; ranges are pinned
+        (their segment's descriptor stays open) until sent."""
+        for c in chunks:
+            if type(c) is FileRange:
+                if not c.usable:
+                    # The segment went (its topic deleted, retention) between the read and now.
+                    self._abort_send(f"{c!r} was closed before it was sent")
+                    return
+                c.pin()
+        self._sendq.extend(chunks)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Send the queue: bytes through the transport, ranges with sendfile once the transport's
+        buffer is empty. Returns early when the socket is full (resume_writing calls again)."""
+        transport = self.transport
+        if transport is None:
+            return
+        q = self._sendq
+        plain: list[Any] = []
+        while q:
+            c = q[0]
+            if type(c) is not FileRange:
+                plain.append(q.popleft())
+                continue
+            if plain:
+                transport.writelines(plain)
+                plain = []
+            if transport.get_write_buffer_size():
+                return  # resume_writing (high-water mark 0) calls back when it is all written
+            sent = 0
+            if self._sendfile_ok:
+                try:
+                    sent = os.sendfile(self._sock_fd, c.fd, c.position, c.length)
+                except BlockingIOError:
+                    pass  # the socket is full
+                except OSError as exc:
+                    if exc.errno not in _NO_SENDFILE:  # the peer is gone (EPIPE, ECONNRESET)
+                        self._drop_sendq()
+                        transport.abort()
+                        return
+                    self._sendfile_ok = False
+                    log.info("sendfile refused; reading fetched data into memory instead", peer=self.peer_text, error=str(exc))
+                else:
+                    if sent == 0:  # end of file inside the range: the segment was cut short
+                        self._abort_send(f"{c!r} is past the end of its file")
+                        return
+                    c.advance(sent)
+            if c.length:
+                # The socket is full (or sendfile is refused): a page (or the rest) goes through
+                # the transport, which calls resume_writing when the socket has taken it.
+                try:
+                    piece = c.read(_PIECE if self._sendfile_ok else None)
+                except StorageError as exc:
+                    self._abort_send(str(exc))
+                    return
+                c.advance(len(piece))
+                if c.length:
+                    transport.write(piece)
+                    continue
+                plain.append(piece)
+            q.popleft()
+            c.release()
+        if plain:
+            transport.writelines(plain)
+
+    def _read_ranges(self, chunks: list[Any], close: bool = True) -> list[Any] | None:
+        """`chunks` with every FileRange read into bytes; None (and the connection closed, with
+        `close`) when one can no longer be read."""
+        out: list[Any] = []
+        for c in chunks:
+            if type(c) is FileRange:
+                try:
+                    c = c.read()
+                except StorageError as exc:
+                    if close:
+                        self._abort_send(str(exc))
+                    return None
+            out.append(c)
+        return out
+
+    def _abort_send(self, reason: str) -> None:
+        """A response cannot be completed: nothing more is written, the connection closes."""
+        self._drop_sendq()
+        self._out = []
+        self._delayed.clear()
+        self.close_with_warning(f"fetched data could not be sent: {reason}")
+
+    def _drop_sendq(self) -> None:
+        q, self._sendq = self._sendq, deque()
+        for c in q:
+            if type(c) is FileRange:
+                c.release()
 
     # -- black holes ----------------------------------------------------------------------
 
@@ -582,7 +816,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         held, self._held = self._held, []
         if held and self.transport is not None:
-            self._send(held)
+            self._send(held)  # read into bytes when held: no ranges
         self._update_reading()
         if not self._busy and self._frames:
             self._drain()
@@ -606,6 +840,11 @@ class KafkaConnection(asyncio.Protocol):
             if self._delay_timer is not None:
                 self._delay_timer.cancel()
             self._write_delayed(everything=True)
+        if self._sendq:  # ... and so do ranges the socket had not taken yet, read into memory
+            rest = self._read_ranges(list(self._sendq), close=False)
+            self._drop_sendq()
+            if rest is not None and self.transport is not None:
+                self.transport.writelines(rest)
         self.closing = True
         self._frames.clear()
         if self.transport is not None:

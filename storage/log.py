@@ -37,7 +37,7 @@ from storage.checkpoint import fsync_dir
 from storage.config import LogConfig
 from storage.errors import OffsetOutOfRange, StorageError
 from storage.producer_state import ProducerState, list_snapshots, write_snapshot
-from storage.segment import LOG_SUFFIX, Segment, iter_file_batches, segment_name
+from storage.segment import LOG_SUFFIX, NO_ROOM, FileRange, Segment, iter_file_batches, segment_name
 from storage.txn_index import AbortedTxn
 
 log = structlog.get_logger("kaflet.storage")
@@ -51,6 +51,8 @@ _HEADER_UNPACK = HEADER.unpack_from
 _new = tuple.__new__
 _INT32_MAX = 0x7FFFFFFF
 _SNAPSHOTS_KEPT = 2
+# The page cache is released in steps of this much (one fadvise call per step), not per append.
+_RELEASE_STEP = 8 * 1024 * 1024
 _I16 = struct.Struct(">h")
 ABORT, COMMIT = 0, 1
 
@@ -163,6 +165,9 @@ class PartitionLog:
         # Set by the LogManager while a fault rule is armed: called before each write, it raises
         # the injected OSError (broker/faults.py is the one place faults come from).
         self.check_write: Callable[[str, int], None] | None = None
+        # Set by the LogManager (--log-page-cache-bytes): the newest bytes of the active segment
+        # kept in the page cache; older pages are handed back once written (0: the OS decides).
+        self.page_cache_bytes = 0
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -426,6 +431,9 @@ class PartitionLog:
                 pass
             raise StorageError(f"cannot append to {self.name}: {exc}") from exc
         self.next_offset = last + 1
+        window = self.page_cache_bytes
+        if window and seg.size - seg.cache_released > window + _RELEASE_STEP:
+            seg.release_cache(seg.size - window)
         if pid >= 0:
             self.producers.update(header, last, max_ts)
             if header[5] & TRANSACTIONAL_BIT:
@@ -528,6 +536,14 @@ class PartitionLog:
         first batch is returned even when larger if `min_one` (Kafka's rule for the first
         partition of a fetch). None at the log end, or at `max_offset` (read_committed reads
         stop at the last stable offset). OffsetOutOfRange outside the log."""
+        return self._read(offset, max_bytes, min_one, max_offset, False)  # type: ignore[return-value]
+
+    def read_range(self, offset: int, max_bytes: int, min_one: bool = True, max_offset: int | None = None) -> FileRange | None:
+        """The batches `read` would return, as a range of their segment file, not read (Fetch
+        sends it with sendfile)."""
+        return self._read(offset, max_bytes, min_one, max_offset, True)  # type: ignore[return-value]
+
+    def _read(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None, ranged: bool) -> memoryview | FileRange | None:
         if offset < self.log_start_offset or offset > self.next_offset:
             raise OffsetOutOfRange(
                 f"Received request for offset {offset} for partition {self.name}, but we only have log segments "
@@ -544,9 +560,13 @@ class PartitionLog:
         for i in range(self._segment_index(offset), len(segments)):
             if max_offset is not None and segments[i].base_offset >= max_offset:
                 return None
-            data = segments[i].read(offset, max_bytes, min_one, max_offset)
+            data = segments[i].read_range(offset, max_bytes, min_one, max_offset)
+            if data is NO_ROOM:
+                return None  # the batch at `offset` does not fit: never one from a later segment
             if data is not None:
-                return data
+                if ranged or data.data is not None:
+                    return data if ranged else data.data
+                return memoryview(data.read())
         return None
 
     def iter_batches(self, start_offset: int | None = None, *, verify: bool = False) -> Iterator[tuple[bytes, int, BatchHeader]]:

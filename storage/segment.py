@@ -3,6 +3,13 @@
 Batches are written with one `write` on a file opened O_APPEND, so a batch is in the file
 (the page cache) before its producer hears about it. Reads use `pread` on the same
 descriptor and return slices of what was read, never decoded batches.
+
+Fetch reads (`read_range`) do not read the batches at all: they walk the batch headers with
+small preads and return a `FileRange` (descriptor, position, length) that the connection sends
+with `sendfile`, as Kafka sends a FileRecords slice. A range that must outlive the loop turn
+(its socket was full) pins its segment: closing or deleting a pinned segment closes its
+descriptor only when the last pin goes, as Kafka's delayed segment deletion lets a fetch in
+flight finish.
 """
 
 from __future__ import annotations
@@ -11,12 +18,14 @@ import errno
 import os
 import struct
 import time
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import structlog
 
 from protocol.records import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, crc32c
+from storage.errors import StorageError
 from storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -26,13 +35,17 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 CHUNK = 5 * 1024 * 1024  # Kafka's offsets.load.buffer.size
-_SCAN_SLACK = 16 * 1024
 _BASE_LEN = struct.Struct(">qi")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I32U = struct.Struct(">I")
 _LAST_DELTA_AT = 23
 _MAX_TS_AT = 35
+# release_cache reaches this far back behind where the last call ended: pages that were still
+# dirty or being written back then (fadvise drops only clean pages) are caught by a later call.
+_RELEASE_LOOKBACK = 32 * 1024 * 1024
+_FADVISE = getattr(os, "posix_fadvise", None)  # not on macOS: releasing is then a no-op
+_WALK_WINDOW = 8 * 1024  # bytes of headers read per pread while walking a fetch range
 
 
 def segment_name(base_offset: int) -> str:
@@ -62,6 +75,7 @@ class Segment:
         self.size = st.st_size
         self.created_ms = int(time.time() * 1000)
         self.flushed_size = self.size
+        self.cache_released = 0  # release_cache has handed the pages before this position back
         self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
         self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
         self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
@@ -72,6 +86,8 @@ class Segment:
         self.offset_of_max_timestamp = -1
         self.first_batch_timestamp: int | None = -1 if create else None
         self.bytes_since_index = 0
+        self.pins = 0  # FileRanges waiting to be sent from this segment's descriptor
+        self._unpinned_close = -1  # a descriptor closed while pinned: closed by the last unpin
         if create:
             try:
                 for index in (self.index, self.time_index):
@@ -94,6 +110,7 @@ class Segment:
         self.size = 0
         self.created_ms = int(time.time() * 1000)
         self.flushed_size = 0
+        self.cache_released = 0
         self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
         self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
         self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
@@ -103,6 +120,8 @@ class Segment:
         self.offset_of_max_timestamp = -1
         self.first_batch_timestamp = -1
         self.bytes_since_index = 0
+        self.pins = 0
+        self._unpinned_close = -1
         return self
 
     def create_files(self) -> None:
@@ -343,6 +362,20 @@ class Segment:
         self.next_offset = last_offset + 1
         return pos
 
+    def release_cache(self, upto: int) -> None:
+        """Hand the page-cache pages of the file before `upto` back to the OS (--log-page-cache-bytes).
+
+        POSIX_FADV_DONTNEED never loses data: it starts the writeback of dirty pages and drops
+        only clean ones, so each call also reaches back over the range of the calls before it.
+        A later read of a dropped range reads the disk. Errors are ignored: this is advice."""
+        start = max(0, self.cache_released - _RELEASE_LOOKBACK)
+        if _FADVISE is not None and upto > start and self.fd >= 0:
+            try:
+                _FADVISE(self.fd, start, upto - start, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                pass
+        self.cache_released = upto
+
     def truncate_to(self, position: int) -> None:
         os.ftruncate(self.fd, position)
         self.size = position
@@ -382,57 +415,107 @@ class Segment:
         """Whole batches from the one containing `offset` (or the first after it), at most
         `max_bytes` of them, except that with `min_one` the first batch comes whatever its size.
         With `max_offset` (read_committed: the last stable offset) no batch starting at or after
-        it is returned."""
+        it is returned. The bytes of `read_range`, read."""
+        rng = self.read_range(offset, max_bytes, min_one, max_offset)
+        if rng is None or rng is NO_ROOM:
+            return None
+        return rng.data if rng.data is not None else memoryview(rng.read())
+
+    def read_range(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None = None) -> FileRange | None:
+        """What `read` returns, as a range of the file: the batch headers are walked with small
+        preads and the batches themselves are not read (the connection sends them with
+        sendfile). A range that fits in the last window read carries those bytes (`data`).
+        NO_ROOM (not None) when the batch to return is here but larger than max_bytes."""
         end = self.size
         pos = self.locate(offset)
         fd = self.fd
+        unpack_base = _BASE_LEN.unpack_from
+        unpack_i32 = _I32.unpack_from
+        # The batch holding `offset` (or the first after it).
         while True:
             if end - pos < HEADER_SIZE:
                 return None
-            buf = os.pread(fd, min(end - pos, max(max_bytes, 0) + _SCAN_SLACK), pos)
+            buf = os.pread(fd, min(end - pos, _WALK_WINDOW), pos)
             n = len(buf)
             p = 0
             found = -1
             size = 0
             while n - p >= HEADER_SIZE:
-                base, length = _BASE_LEN.unpack_from(buf, p)
+                base, length = unpack_base(buf, p)
                 size = length + LOG_OVERHEAD
                 if size < HEADER_SIZE:
                     return None
-                if base + _I32.unpack_from(buf, p + _LAST_DELTA_AT)[0] >= offset:
+                last = base + unpack_i32(buf, p + _LAST_DELTA_AT)[0]
+                if last >= offset:
                     if max_offset is not None and base >= max_offset:
                         return None
                     found = p
                     break
                 p += size
-            if found < 0:
-                if p == 0:
-                    return None
-                pos += p
-                continue
-            if found + size > n:
-                if size > max_bytes and not min_one:
-                    return None
-                start = pos + found
-                buf = os.pread(fd, max(size, min(max_bytes, end - start)), start)
-                n = len(buf)
-                found = 0
-                if n < size:
-                    return None
-            q = found
-            limit = found + max_bytes
-            first = True
-            while n - q >= LOG_OVERHEAD:
-                size = _I32.unpack_from(buf, q + 8)[0] + LOG_OVERHEAD
-                if q + size > n or (q + size > limit and not (first and min_one)):
-                    break
-                if max_offset is not None and not first and _I64.unpack_from(buf, q)[0] >= max_offset:
-                    break
-                q += size
-                first = False
-            if q == found:
+            if found >= 0:
+                break
+            if p == 0:
                 return None
-            return memoryview(buf)[found:q]
+            pos += p
+        start = pos + found
+        if start + size > end:
+            return None
+        if size > max_bytes and not min_one:
+            return NO_ROOM  # the next batch is here but too big: not one from the next segment
+        # Whole batches from there while they fit in max_bytes (and start before max_offset).
+        stop = start + max(max_bytes, size)
+        q = start + size
+        buf_at = pos  # file position of buf[0]
+        if stop - q > 2 * _WALK_WINDOW:
+            # Skip the walk over batches the offset index shows to be whole and inside the
+            # limit: from the second-to-last indexed batch before `stop` (whose batch is followed
+            # by another indexed one that starts at or before `stop`), with offsets below
+            # max_offset. The walk from there reads the exact last offset.
+            values = self.index.values
+            i = bisect_right(values, stop) - 2
+            if max_offset is not None:
+                i = min(i, bisect_left(self.index.keys, max_offset) - 1)
+            if i >= 0 and values[i] > q:
+                q = values[i]
+        while end - q >= LOG_OVERHEAD:
+            at = q - buf_at
+            if n - at < HEADER_SIZE:
+                buf_at = q
+                buf = os.pread(fd, min(end - q, _WALK_WINDOW), q)
+                n = len(buf)
+                at = 0
+                if n < HEADER_SIZE:
+                    break
+            base, length = unpack_base(buf, at)
+            size = length + LOG_OVERHEAD
+            if size < HEADER_SIZE or q + size > stop or q + size > end:
+                break
+            if max_offset is not None and base >= max_offset:
+                break
+            last = base + unpack_i32(buf, at + _LAST_DELTA_AT)[0]
+            q += size
+        rng = FileRange(self, fd, start, q - start, last)
+        if buf_at <= start and q - buf_at <= n:
+            rng.data = memoryview(buf)[start - buf_at : q - buf_at]
+        return rng
+
+    def pin(self) -> None:
+        self.pins += 1
+
+    def unpin(self) -> None:
+        self.pins -= 1
+        if self.pins <= 0:
+            self.pins = 0
+            fd, self._unpinned_close = self._unpinned_close, -1
+            if fd >= 0:
+                os.close(fd)
+
+    def _release_fd(self) -> None:
+        fd, self.fd = self.fd, -1
+        if self.pins:
+            self._unpinned_close = fd  # a fetch still sends from it: the last unpin closes it
+        else:
+            os.close(fd)
 
     def iter_batches(self, start_pos: int = 0, end: int | None = None, chunk: int = CHUNK) -> Iterator[tuple[bytes, int, BatchHeader]]:
         """(buffer, position in buffer, header) of every whole batch from `start_pos`, read in chunks."""
@@ -447,19 +530,86 @@ class Segment:
     def close(self) -> None:
         if self.fd >= 0:
             self.on_roll()
-            os.close(self.fd)
-            self.fd = -1
+            self._release_fd()
 
     def delete(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+            self._release_fd()
         self.txn_index.delete()
         for path in (self.log_path, self.index.path, self.time_index.path):
             try:
                 path.unlink()
             except FileNotFoundError:
                 pass
+
+
+class _NoRoom:
+    def __repr__(self) -> str:
+        return "NO_ROOM"
+
+
+# Segment.read_range's answer when the next batch is in this segment but does not fit: the log
+# must then return nothing, not the first batch of the next segment (which would skip offsets).
+NO_ROOM: FileRange = _NoRoom()  # type: ignore[assignment]
+
+
+class FileRange:
+    """Whole batches of one segment file: `length` bytes at `position` of descriptor `fd`, the
+    last of them ending at offset `last_offset`. `len()` is the length, so a response can be
+    sized without reading it. `data`: the bytes, when the walk read them anyway."""
+
+    __slots__ = ("data", "fd", "last_offset", "length", "pinned", "position", "segment")
+
+    def __init__(self, segment: Segment, fd: int, position: int, length: int, last_offset: int) -> None:
+        self.segment = segment
+        self.fd = fd
+        self.position = position
+        self.length = length
+        self.last_offset = last_offset
+        self.data: memoryview | None = None
+        self.pinned = False
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return f"FileRange({self.segment.log_path.name}, {self.position}+{self.length})"
+
+    @property
+    def usable(self) -> bool:
+        """The descriptor still names the segment (it was not closed, or a pin holds it open)."""
+        return self.pinned or self.segment.fd == self.fd
+
+    def pin(self) -> None:
+        """Keep the descriptor open past a close or delete of the segment, until `release`."""
+        if not self.pinned:
+            self.segment.pin()
+            self.pinned = True
+
+    def release(self) -> None:
+        if self.pinned:
+            self.pinned = False
+            self.segment.unpin()
+
+    def advance(self, n: int) -> None:
+        """`n` bytes of the front were sent."""
+        self.position += n
+        self.length -= n
+        if self.data is not None:
+            self.data = self.data[n:]
+
+    def read(self, n: int | None = None) -> bytes:
+        """The first `n` bytes (all by default) by pread; StorageError when they are no longer
+        there (the segment was closed, or the file is shorter)."""
+        n = self.length if n is None else min(n, self.length)
+        if self.data is not None:
+            return bytes(self.data[:n])
+        if not self.usable:
+            raise StorageError(f"{self.segment.log_path.name} was closed before {n} bytes at {self.position} were sent")
+        out = os.pread(self.fd, n, self.position)
+        if len(out) != n:
+            raise StorageError(f"{self.segment.log_path.name}: {len(out)} of {n} bytes at {self.position}")
+        return out
 
 
 # on_bad(position, resume_position or None, reason): a region that holds no valid batch.

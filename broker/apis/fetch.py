@@ -9,10 +9,14 @@ FETCH_SESSION_ID_NOT_FOUND, after which clients start over with a full fetch.
 
 Reads follow Kafka's ReplicaManager.readFromLog: partitions in request order, each limited to
 min(partition_max_bytes, what is left of max_bytes), and the first batch of the first
-partition with data is returned even when larger than both. Record sets are slices of the
-bytes read from the segment files, never decoded. When less than min_bytes is available the
-request parks until appends to its partitions bring enough (each append wakes it), or until
-max_wait_ms, then reads again.
+partition with data is returned even when larger than both. A partition whose next batch does
+not fit in what is left returns nothing (never a later segment's batch). Record sets are whole
+batches of one segment, never decoded: Kafka's slice may end inside a batch (clients drop the
+partial one); kaflet stops at the last whole batch. A record set larger than the 8 KiB window
+its batch headers were walked with stays in the file as a FileRange, which the connection sends
+with sendfile (`--no-fetch-sendfile`: read into memory instead), as Kafka sends a FileRecords
+slice. When less than min_bytes is available the request parks until appends to its partitions
+bring enough (each append wakes it), or until max_wait_ms, then reads again.
 
 read_committed (isolation_level 1): reads stop at the last stable offset (the first offset of
 the oldest open transaction), and each partition lists the aborted transactions (producer id,
@@ -39,6 +43,7 @@ from protocol.encode import I16, I32, I64, NO_TAGS, array_len, bytes_len, string
 from protocol.errors import ErrorCode
 from storage.errors import OffsetOutOfRange
 from storage.log import LEADER_EPOCH
+from storage.segment import FileRange
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -62,7 +67,7 @@ class _Partition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: Any = _EMPTY
+    records: Any = _EMPTY  # bytes, a memoryview or a FileRange (sent with sendfile)
     aborted: Any = None  # read_committed: [(producer id, first offset)]
 
 
@@ -168,9 +173,12 @@ def _upper_bound(data: memoryview) -> int:
     return last + 1
 
 
-def _read(topics: list[_Topic], max_bytes: int, read_committed: bool = False) -> tuple[int, bool]:
-    """Read every partition; returns (bytes read, whether some partition has an error)."""
+def _read(topics: list[_Topic], max_bytes: int, read_committed: bool = False, ranges: bool = False) -> tuple[int, bool, bool]:
+    """Read every partition; returns (bytes read, whether some partition has an error, whether
+    some record set is a FileRange). With `ranges`, record sets larger than a walk window are
+    left in their files as FileRanges (sent with sendfile by the connection)."""
     limit = max_bytes
+    files = False
     min_one = True
     total = 0
     errors = False
@@ -186,10 +194,11 @@ def _read(topics: list[_Topic], max_bytes: int, read_committed: bool = False) ->
                 continue
             assert log is not None
             try:
-                if read_committed:
-                    data = log.read(p.fetch_offset, min(p.max_bytes, limit), min_one, log.last_stable_offset)
+                lso = log.last_stable_offset if read_committed else None
+                if ranges:
+                    data = log.read_range(p.fetch_offset, min(p.max_bytes, limit), min_one, lso)
                 else:
-                    data = log.read(p.fetch_offset, min(p.max_bytes, limit), min_one)
+                    data = log.read(p.fetch_offset, min(p.max_bytes, limit), min_one, lso)
             except OffsetOutOfRange:
                 p.error = ErrorCode.OFFSET_OUT_OF_RANGE
                 p.high_watermark = p.last_stable_offset = p.log_start_offset = -1
@@ -202,15 +211,23 @@ def _read(topics: list[_Topic], max_bytes: int, read_committed: bool = False) ->
             if data is None:
                 p.records = _EMPTY
                 continue
+            if type(data) is FileRange:
+                upper = data.last_offset + 1
+                if data.data is not None:  # small: the walk read it anyway
+                    data = data.data
+                else:
+                    files = True
+            else:
+                upper = -1
             p.records = data
             if read_committed:
-                aborted = log.aborted_transactions(p.fetch_offset, _upper_bound(data))
+                aborted = log.aborted_transactions(p.fetch_offset, upper if upper >= 0 else _upper_bound(data))
                 p.aborted = [(a.producer_id, a.first_offset) for a in aborted] if aborted else None
             n = len(data)
             total += n
             limit = max(0, limit - n)
             min_one = False
-    return total, errors
+    return total, errors, files
 
 
 def _error(request: Any, code: ErrorCode) -> list[Any]:
@@ -231,17 +248,28 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     read_committed = request.isolation_level == 1
     topics = _resolve(ctx, request)
     max_bytes = request.max_bytes
-    total, errors = _read(topics, max_bytes, read_committed)
+    ranges = ctx.broker.config.fetch_sendfile and ctx.conn.can_send_files
+    total, errors, files = _read(topics, max_bytes, read_committed, ranges)
     if errors:  # for the request metrics (broker/metrics/errors.py)
         ctx.errors = [p.error for t in topics for p in t.partitions if p.error]
     if request.max_wait_ms <= 0 or total >= request.min_bytes or errors or not topics or not ctx.broker.accepting:
+        if files:
+            ctx.conn.files_in_response()
         return encode_response(version, 0, topics, read_committed)
-    return _park(ctx.broker, version, topics, max_bytes, request.min_bytes - total, request.max_wait_ms, read_committed)
+    return _park(ctx, version, topics, max_bytes, request.min_bytes - total, request.max_wait_ms, read_committed, ranges)
 
 
 async def _park(
-    broker: Broker, version: int, topics: list[_Topic], max_bytes: int, needed: int, max_wait_ms: int, read_committed: bool
+    ctx: RequestContext,
+    version: int,
+    topics: list[_Topic],
+    max_bytes: int,
+    needed: int,
+    max_wait_ms: int,
+    read_committed: bool,
+    ranges: bool,
 ) -> list[Any]:
+    broker = ctx.broker
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
     got = [0]
@@ -266,7 +294,8 @@ async def _park(
         for log in logs.values():
             assert log is not None
             log.remove_waiter(on_append)
-    _read(topics, max_bytes, read_committed)
+    if _read(topics, max_bytes, read_committed, ranges)[2]:
+        ctx.conn.files_in_response()
     return encode_response(version, 0, topics, read_committed)
 
 
