@@ -521,21 +521,7 @@ class CoordinatorShard:
             waiter = self.write(records, replay=False)
         # The records are in the log: apply them as replay() would (apply_offset_commit: the
         # group exists by now), without re-parsing our own keys.
-        offsets = self.offsets
-        group_offsets = offsets.by_group.get(group_id)
-        if group_offsets is None or len(applied) > 1:
-            put = offsets.put
-            for topic, partition, value in applied:
-                put(group_id, topic, partition, value)
-        else:  # OffsetStore.put of the one commit of a group that has offsets, inlined
-            topic, partition, value = applied[0]
-            partitions = group_offsets.get(topic)
-            if partitions is None:
-                offsets.put(group_id, topic, partition, value)
-            else:
-                if partition not in partitions:
-                    offsets.count += 1
-                partitions[partition] = value
+        self.offsets.put_many(group_id, applied)
         self.service.stats.offset_commits += len(records)
         return results, waiter
 
