@@ -491,7 +491,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             ctx.log.error("handler failed", exc_info=True)
             result = self._error_answer(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-        if asyncio.iscoroutine(result):
+        if result.__class__ is not bytes and asyncio.iscoroutine(result):  # an encoded answer needs no ABC check
             return self._finish_async(ctx, spec, request, result, resp_flexible)
         self._respond(ctx, spec, result, resp_flexible)
         return None

@@ -18,6 +18,7 @@ import errno
 import os
 import struct
 import time
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -465,6 +466,17 @@ class Segment:
         stop = start + max(max_bytes, size)
         q = start + size
         buf_at = pos  # file position of buf[0]
+        if stop - q > 2 * _WALK_WINDOW:
+            # Skip the walk over batches the offset index shows to be whole and inside the
+            # limit: from the second-to-last indexed batch before `stop` (whose batch is followed
+            # by another indexed one that starts at or before `stop`), with offsets below
+            # max_offset. The walk from there reads the exact last offset.
+            values = self.index.values
+            i = bisect_right(values, stop) - 2
+            if max_offset is not None:
+                i = min(i, bisect_left(self.index.keys, max_offset) - 1)
+            if i >= 0 and values[i] > q:
+                q = values[i]
         while end - q >= LOG_OVERHEAD:
             at = q - buf_at
             if n - at < HEADER_SIZE:
