@@ -53,7 +53,11 @@ log = structlog.get_logger("kaflet.connection")
 
 # Stop reading from a client that has this many bytes of complete frames queued.
 _PAUSE_AT = 8 * 1024 * 1024
-_ADOPT_AT = 64 * 1024  # a Produce frame at least this big is adopted, not copied (data_received)
+# A frame at least this big is read straight into a buffer of its own (get_buffer); smaller ones
+# pass through the scratch buffer of _SCRATCH bytes, which is at least 4x larger.
+_DIRECT_AT = 64 * 1024
+_SCRATCH = 256 * 1024
+_EMPTY_VIEW = memoryview(b"")
 
 # _dispatch's answer for a frame that a black hole swallowed: it waits, unhandled, for the hole to close.
 _HELD = object()
@@ -70,7 +74,7 @@ class CloseConnection(Exception):
     """Raised by the dispatcher: the connection is closed with this reason."""
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.max_request = broker.config.max_request_bytes
@@ -78,7 +82,14 @@ class KafkaConnection(asyncio.Protocol):
         self.peer_host = "?"
         self.peer_port = 0
         self.peer_text = "?"
-        self._buf = bytearray()
+        # Reading (get_buffer): the scratch buffer and how much of it holds bytes not yet framed;
+        # a large frame's own buffer, a view of it and how much of it has arrived.
+        self._scratch = bytearray(_SCRATCH)
+        self._scratch_view = memoryview(self._scratch)
+        self._scratch_end = 0
+        self._big: bytearray | None = None
+        self._big_view = _EMPTY_VIEW
+        self._big_filled = 0
         self._frames: deque[bytes | memoryview] = deque()
         self._queued_bytes = 0
         self._busy = False
@@ -125,7 +136,7 @@ class KafkaConnection(asyncio.Protocol):
         self._sendq: deque[Any] = deque()  # chunks behind a range the socket has not taken yet (ranges pinned)
         self._sendfile_ok = True  # cleared when the kernel refuses sendfile for this socket
 
-    # -- asyncio.Protocol ---------------------------------------------------------------
+    # -- asyncio.BufferedProtocol -----------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -172,16 +183,19 @@ class KafkaConnection(asyncio.Protocol):
         self.broker.connections.discard(self)
         if closed_by_peer and self._close_after_queue is not None and self.broker.accepting:
             log.warning("closing connection", peer=self.peer_text, reason=self._close_after_queue)
-        elif closed_by_peer and self._buf and self.broker.accepting:
+        elif closed_by_peer and self.partial_bytes and self.broker.accepting:
             # When the broker closed the connection it already logged why; this is the peer's doing.
+            partial = self.partial_bytes
             log.warning(
                 "connection closed mid-frame",
                 peer=self.peer_text,
-                reason=f"peer closed the connection with {len(self._buf)} bytes of an incomplete request",
-                buffered_bytes=len(self._buf),
+                reason=f"peer closed the connection with {partial} bytes of an incomplete request",
+                buffered_bytes=partial,
             )
         self._frames.clear()
-        self._buf = bytearray()
+        self._scratch_end = 0
+        self._big = None
+        self._big_view = _EMPTY_VIEW
         self._held = []
         self._drop_sendq()
         if self._delay_timer is not None:
@@ -191,56 +205,121 @@ class KafkaConnection(asyncio.Protocol):
             # The handler may be parked in the coordinator; its answer has nowhere to go.
             self.in_flight.cancel()
 
-    def data_received(self, data: bytes) -> None:
+    # -- reading: frames straight into their buffers ------------------------------------------
+    #
+    # The loop reads into what get_buffer returns (asyncio.BufferedProtocol). Small frames
+    # arrive in a fixed scratch buffer and are copied out, one copy each, as before. A frame of
+    # _DIRECT_AT bytes or more gets a buffer of its own once its size is known, and the socket
+    # is read straight into it: a 1 MiB Produce is read in a few large reads with no copy in
+    # Python (with data_received, uvloop read it in 256 KB pieces, each copied into a bytes,
+    # then into the connection's buffer, then once more into the frame).
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return self._big_view[self._big_filled :]
+        return self._scratch_view[self._scratch_end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self.closing or self._close_after_queue is not None:
+            self._scratch_end = 0
             return
         self.last_active = time.monotonic()
-        buf = self._buf
-        buf += data
-        pos = 0
-        end = len(buf)
-        max_request = self.max_request
-        pool = self._pool
-        adopted = False
-        while end - pos >= 4:
-            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            if size < 0 or size > max_request:
-                # Checked before anything is allocated for the frame. Requests queued before it
-                # are still answered, in order, as Kafka does (it reads the next size only after
-                # the previous response is sent).
-                self._close_after_queue = f"request size {size} outside 0..{max_request}"
-                self._buf = bytearray()
-                pos = end = 0
-                break
-            if end - pos - 4 < size:
-                break
-            if pos == 0 and end == 4 + size and size >= _ADOPT_AT and buf[4] == 0 and buf[5] == ApiKey.PRODUCE:
-                # A large Produce frame that is the whole buffer: hand the buffer over instead of
-                # copying it (a view past the size prefix; nothing writes it again).
-                self._frames.append(memoryview(buf)[4:])
-                self._buf = buf = bytearray()
-                end = 0
-                adopted = True
-            else:
-                with memoryview(buf) as view:  # one copy of the frame, released before buf shrinks
-                    self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
-                pos += 4 + size
-            self._queued_bytes += size
-            if pool is not None:
-                self._reserved += size
-                pool.take(size, self.broker.connections)
-        if adopted:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled < len(self._big):
+                return
+            self._big_done()
             self.frame_started = 0.0
-        elif pos:
-            del buf[:pos]
-            self.frame_started = self.last_active if buf else 0.0
-        elif not self.frame_started:
-            self.frame_started = self.last_active
+        else:
+            self._scratch_end += nbytes
+            self._split_scratch()
         if not self._busy:
             self._drain()
         if self._queued_bytes > _PAUSE_AT and not self._paused:
             self._paused = True
             self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes handed over rather than read into get_buffer (in-process benchmarks, tests)."""
+        view = memoryview(data)
+        while view:
+            buf = self.get_buffer(len(view))
+            n = min(len(buf), len(view))
+            buf[:n] = view[:n]
+            view = view[n:]
+            self.buffer_updated(n)
+
+    def _split_scratch(self) -> None:
+        """Queue the whole frames in the scratch buffer; keep the partial one at its start, or
+        give it a buffer of its own when it is large."""
+        buf = self._scratch
+        view = self._scratch_view
+        end = self._scratch_end
+        pos = 0
+        max_request = self.max_request
+        while end - pos >= 4:
+            size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+            if size < 0 or size > max_request:
+                # Checked before anything is allocated for the frame. Requests queued before it
+                # are still answered, in order, as Kafka does (it reads the next size only after
+                # the previous response is sent).
+                self._close_after_queue = f"request size {size} outside 0..{max_request}"
+                self._scratch_end = 0
+                return
+            if size >= _DIRECT_AT:
+                # Its own buffer; what arrived of it so far is copied once (at most a read's worth).
+                have = min(end - pos - 4, size)
+                self._big = bytearray(size)
+                self._big_view = memoryview(self._big)
+                self._big_view[:have] = view[pos + 4 : pos + 4 + have]
+                self._big_filled = have
+                pos += 4 + have
+                if have < size:
+                    break
+                self._big_done()
+                continue
+            if end - pos - 4 < size:
+                break
+            self._queue_frame(bytes(view[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        left = end - pos
+        if pos and left:
+            buf[:left] = bytes(view[pos:end])  # a partial small frame: under _DIRECT_AT bytes
+        self._scratch_end = left
+        if left or self._big is not None:
+            if pos or not self.frame_started:
+                self.frame_started = self.last_active  # a frame still arriving started now
+        else:
+            self.frame_started = 0.0
+
+    def _big_done(self) -> None:
+        """A large frame is complete. A Produce frame is handed over as a view of its buffer
+        (nothing writes it again); any other is copied once into bytes, as small frames are."""
+        frame = self._big
+        view = self._big_view
+        self._big = None
+        self._big_view = _EMPTY_VIEW
+        assert frame is not None
+        if frame[0] == 0 and frame[1] == ApiKey.PRODUCE:
+            self._queue_frame(view)
+        else:
+            view.release()
+            self._queue_frame(bytes(frame))
+
+    def _queue_frame(self, frame: bytes | memoryview) -> None:
+        size = len(frame)
+        self._frames.append(frame)
+        self._queued_bytes += size
+        if self._pool is not None:
+            self._reserved += size
+            self._pool.take(size, self.broker.connections)
+
+    @property
+    def partial_bytes(self) -> int:
+        """Bytes of a request frame that has not fully arrived (size prefix included)."""
+        if self._big is not None:
+            return 4 + self._big_filled
+        return self._scratch_end
 
     def eof_received(self) -> bool | None:
         return None
@@ -392,7 +471,7 @@ class KafkaConnection(asyncio.Protocol):
         except Exception:
             ctx.log.error("handler failed", exc_info=True)
             result = self._error_answer(ctx, spec, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-        if asyncio.iscoroutine(result):
+        if result.__class__ is not bytes and asyncio.iscoroutine(result):  # an encoded answer needs no ABC check
             return self._finish_async(ctx, spec, request, result, resp_flexible)
         self._respond(ctx, spec, result, resp_flexible)
         return None

@@ -149,6 +149,7 @@ class Broker:
             fsync=self.config.fsync,
             retention_check_interval_ms=self.config.log_retention_check_interval_ms,
             compaction_interval_ms=self.config.offsets_compaction_interval_ms,
+            page_cache_bytes=self.config.log_page_cache_bytes,
         )
         if self.config.verify_on_start:
             self._verify_data()

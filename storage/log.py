@@ -51,6 +51,8 @@ _HEADER_UNPACK = HEADER.unpack_from
 _new = tuple.__new__
 _INT32_MAX = 0x7FFFFFFF
 _SNAPSHOTS_KEPT = 2
+# The page cache is released in steps of this much (one fadvise call per step), not per append.
+_RELEASE_STEP = 8 * 1024 * 1024
 _I16 = struct.Struct(">h")
 ABORT, COMMIT = 0, 1
 
@@ -163,6 +165,9 @@ class PartitionLog:
         # Set by the LogManager while a fault rule is armed: called before each write, it raises
         # the injected OSError (broker/faults.py is the one place faults come from).
         self.check_write: Callable[[str, int], None] | None = None
+        # Set by the LogManager (--log-page-cache-bytes): the newest bytes of the active segment
+        # kept in the page cache; older pages are handed back once written (0: the OS decides).
+        self.page_cache_bytes = 0
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -426,6 +431,9 @@ class PartitionLog:
                 pass
             raise StorageError(f"cannot append to {self.name}: {exc}") from exc
         self.next_offset = last + 1
+        window = self.page_cache_bytes
+        if window and seg.size - seg.cache_released > window + _RELEASE_STEP:
+            seg.release_cache(seg.size - window)
         if pid >= 0:
             self.producers.update(header, last, max_ts)
             if header[5] & TRANSACTIONAL_BIT:

@@ -79,8 +79,10 @@ class LogManager:
         fsync: str = "never",
         retention_check_interval_ms: int = 300_000,
         compaction_interval_ms: int = 60_000,
+        page_cache_bytes: int = 0,
     ) -> None:
         self.dir = Path(data_dir)
+        self.page_cache_bytes = page_cache_bytes  # each log's PartitionLog.page_cache_bytes
         self.config_for = config_for
         self.fsync = fsync
         self.fsync_interval_ms = int(fsync) if fsync.isdigit() else 0
@@ -220,6 +222,7 @@ class LogManager:
         plog.on_log_start_changed = self._on_log_start_changed
         plog.append_histogram = self.append_histogram
         plog.check_write = self.check_write
+        plog.page_cache_bytes = self.page_cache_bytes
         return plog
 
     def set_write_check(self, check: Callable[[str, int], None] | None) -> None:

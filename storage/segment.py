@@ -18,6 +18,7 @@ import errno
 import os
 import struct
 import time
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -40,6 +41,10 @@ _I64 = struct.Struct(">q")
 _I32U = struct.Struct(">I")
 _LAST_DELTA_AT = 23
 _MAX_TS_AT = 35
+# release_cache reaches this far back behind where the last call ended: pages that were still
+# dirty or being written back then (fadvise drops only clean pages) are caught by a later call.
+_RELEASE_LOOKBACK = 32 * 1024 * 1024
+_FADVISE = getattr(os, "posix_fadvise", None)  # not on macOS: releasing is then a no-op
 _WALK_WINDOW = 8 * 1024  # bytes of headers read per pread while walking a fetch range
 
 
@@ -70,6 +75,7 @@ class Segment:
         self.size = st.st_size
         self.created_ms = int(time.time() * 1000)
         self.flushed_size = self.size
+        self.cache_released = 0  # release_cache has handed the pages before this position back
         self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
         self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
         self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
@@ -104,6 +110,7 @@ class Segment:
         self.size = 0
         self.created_ms = int(time.time() * 1000)
         self.flushed_size = 0
+        self.cache_released = 0
         self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
         self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
         self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
@@ -355,6 +362,20 @@ class Segment:
         self.next_offset = last_offset + 1
         return pos
 
+    def release_cache(self, upto: int) -> None:
+        """Hand the page-cache pages of the file before `upto` back to the OS (--log-page-cache-bytes).
+
+        POSIX_FADV_DONTNEED never loses data: it starts the writeback of dirty pages and drops
+        only clean ones, so each call also reaches back over the range of the calls before it.
+        A later read of a dropped range reads the disk. Errors are ignored: this is advice."""
+        start = max(0, self.cache_released - _RELEASE_LOOKBACK)
+        if _FADVISE is not None and upto > start and self.fd >= 0:
+            try:
+                _FADVISE(self.fd, start, upto - start, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                pass
+        self.cache_released = upto
+
     def truncate_to(self, position: int) -> None:
         os.ftruncate(self.fd, position)
         self.size = position
@@ -445,6 +466,17 @@ class Segment:
         stop = start + max(max_bytes, size)
         q = start + size
         buf_at = pos  # file position of buf[0]
+        if stop - q > 2 * _WALK_WINDOW:
+            # Skip the walk over batches the offset index shows to be whole and inside the
+            # limit: from the second-to-last indexed batch before `stop` (whose batch is followed
+            # by another indexed one that starts at or before `stop`), with offsets below
+            # max_offset. The walk from there reads the exact last offset.
+            values = self.index.values
+            i = bisect_right(values, stop) - 2
+            if max_offset is not None:
+                i = min(i, bisect_left(self.index.keys, max_offset) - 1)
+            if i >= 0 and values[i] > q:
+                q = values[i]
         while end - q >= LOG_OVERHEAD:
             at = q - buf_at
             if n - at < HEADER_SIZE:

@@ -9,10 +9,14 @@ FETCH_SESSION_ID_NOT_FOUND, after which clients start over with a full fetch.
 
 Reads follow Kafka's ReplicaManager.readFromLog: partitions in request order, each limited to
 min(partition_max_bytes, what is left of max_bytes), and the first batch of the first
-partition with data is returned even when larger than both. Record sets are slices of the
-bytes read from the segment files, never decoded. When less than min_bytes is available the
-request parks until appends to its partitions bring enough (each append wakes it), or until
-max_wait_ms, then reads again.
+partition with data is returned even when larger than both. A partition whose next batch does
+not fit in what is left returns nothing (never a later segment's batch). Record sets are whole
+batches of one segment, never decoded: Kafka's slice may end inside a batch (clients drop the
+partial one); kaflet stops at the last whole batch. A record set larger than the 8 KiB window
+its batch headers were walked with stays in the file as a FileRange, which the connection sends
+with sendfile (`--no-fetch-sendfile`: read into memory instead), as Kafka sends a FileRecords
+slice. When less than min_bytes is available the request parks until appends to its partitions
+bring enough (each append wakes it), or until max_wait_ms, then reads again.
 
 read_committed (isolation_level 1): reads stop at the last stable offset (the first offset of
 the oldest open transaction), and each partition lists the aborted transactions (producer id,

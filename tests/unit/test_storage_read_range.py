@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,9 @@ def _as_bytes(x: FileRange | memoryview | None) -> bytes | None:
     return x.read() if isinstance(x, FileRange) else bytes(x)
 
 
+_BATCHES: dict[tuple[int, int, int], tuple[bytes, list[Any]]] = {}  # the segments _expected read
+
+
 def _expected(log: PartitionLog, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> bytes | None:
     """Kafka's rule, from every batch of the log: whole batches of one segment from the one
     holding `offset`, while they fit in max_bytes (the first whatever its size with min_one),
@@ -43,9 +47,13 @@ def _expected(log: PartitionLog, offset: int, max_bytes: int, min_one: bool, max
         return None
     bound = max_offset if max_offset is not None and max_offset < log.next_offset else None
     for seg in log.segments:
-        data = os.pread(seg.fd, seg.size, 0)
+        key = (id(log), seg.base_offset, seg.size)
+        if key not in _BATCHES:
+            data = os.pread(seg.fd, seg.size, 0)
+            _BATCHES[key] = (data, list(r.iter_batches(data)))
+        data, batches = _BATCHES[key]
         out = b""
-        for p, h in r.iter_batches(data):
+        for p, h in batches:
             if h.last_offset < offset and not out:
                 continue
             if bound is not None and h.base_offset >= bound:
@@ -62,6 +70,7 @@ def _expected(log: PartitionLog, offset: int, max_bytes: int, min_one: bool, max
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_read_range_returns_kafkas_batches_for_every_offset_limit_and_bound(tmp_path: Path, seed: int) -> None:
+    _BATCHES.clear()
     log = _log(tmp_path, segment_bytes=400_000, index_interval_bytes=4096)
     _fill(log, seed)
     assert len(log.segments) > 2
@@ -149,4 +158,28 @@ def test_a_batch_too_big_for_what_is_left_returns_nothing_not_the_next_segment(t
     assert log.read(0, 1000, min_one=False) is None
     rng = log.read_range(0, 1000, min_one=True)
     assert rng is not None and rng.last_offset == 0
+    log.close()
+
+
+def test_small_batches_are_skipped_with_the_offset_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _log(tmp_path, index_interval_bytes=4096)
+    for i in range(6000):  # one-record batches of ~110 bytes, as a producer without linger sends them
+        log.append(r.build_batch([(b"k", bytes([i % 251]) * 40)], timestamp_ms=1_700_000_000_000))
+    reads = []
+    real = os.pread
+
+    def counting(fd: int, n: int, pos: int) -> bytes:
+        reads.append(n)
+        return real(fd, n, pos)
+
+    _BATCHES.clear()
+    for offset, max_bytes, max_offset in ((0, 500_000, None), (17, 300_000, None), (5, 400_000, 2500), (100, 40_000, 5999)):
+        want = _expected(log, offset, max_bytes, True, max_offset)
+        reads.clear()
+        monkeypatch.setattr(os, "pread", counting)
+        got = log.read_range(offset, max_bytes, True, max_offset)
+        monkeypatch.setattr(os, "pread", real)
+        assert got is not None and got.read() == want
+        assert got.last_offset == max(h.last_offset for _p, h in r.iter_batches(want))
+        assert len(reads) <= 4 and sum(reads) <= 4 * 8192  # not a walk over every batch
     log.close()
