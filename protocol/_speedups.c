@@ -12,6 +12,7 @@
  *   build_batch(records, timestamp_ms)     an uncompressed v2 batch of (key, value) records, CRC-32C set
  *   batch_size(records)                    its size, without building it
  *   crc32c(data)                           CRC-32C (Castagnoli), hardware-assisted where the CPU has it
+ *   commit_records(group, commits, ...)    the records and applied offsets of accepted commits (shard.py)
  *   parse_request_header(frame, flexible)  request header v1/v2 -> RequestHeader (protocol/header.py)
  */
 #define PY_SSIZE_T_CLEAN
@@ -638,6 +639,113 @@ static PyObject *py_build_batch(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* -- OffsetCommit records (storage/offsets_records.py's key type 1 and value v1/v3) ------- */
+
+/* A Kafka STRING (int16 length, UTF-8); 0 when it does not fit (the caller takes the pure path). */
+static int put_string16(Out *o, PyObject *str) {
+    Py_ssize_t n;
+    const char *raw = PyUnicode_AsUTF8AndSize(str, &n);
+    if (raw == NULL) return -1;
+    if (n > 32767) return 0;
+    if (put_be(o, (uint64_t)n, 2) < 0 || put(o, raw, (size_t)n) < 0) return -1;
+    return 1;
+}
+
+static PyObject *out_bytes(Out *o) {
+    PyObject *b = PyBytes_FromStringAndSize((const char *)o->p, (Py_ssize_t)o->len);
+    o->len = 0;
+    return b;
+}
+
+/* commit_records(group, commits, now, expire, half_meta) -> (records, applied) for commits
+ * [(topic, (partition, offset, leader epoch, commit timestamp, metadata))], all accepted: records
+ * [(key, value)], applied [(topic, partition, value)]. None when the pure loop must decide
+ * (metadata over half the limit, whose UTF-16 length decides OC-6; a string too long for a
+ * record field). */
+static PyObject *py_commit_records(PyObject *self, PyObject *args) {
+    PyObject *group, *commits;
+    long long now, expire;
+    Py_ssize_t half_meta;
+    if (!PyArg_ParseTuple(args, "UO!LLn", &group, &PyList_Type, &commits, &now, &expire, &half_meta)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(commits);
+    PyObject *records = PyList_New(n), *applied = PyList_New(n), *result = NULL;
+    Out o = {NULL, 0, 0};
+    if (records == NULL || applied == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(commits, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) goto bail;
+        PyObject *topic = PyTuple_GET_ITEM(item, 0), *c = PyTuple_GET_ITEM(item, 1);
+        if (!PyUnicode_Check(topic) || !PyTuple_Check(c) || PyTuple_GET_SIZE(c) != 5) goto bail;
+        PyObject *metadata = PyTuple_GET_ITEM(c, 4);
+        if (metadata != Py_None && (!PyUnicode_Check(metadata) || PyUnicode_GET_LENGTH(metadata) > half_meta)) goto bail;
+        long long partition, offset, epoch, ts;
+        if (long_in(PyTuple_GET_ITEM(c, 0), INT32_MIN, INT32_MAX, &partition) < 0 ||
+            long_in(PyTuple_GET_ITEM(c, 1), INT64_MIN, INT64_MAX, &offset) < 0 ||
+            long_in(PyTuple_GET_ITEM(c, 2), INT32_MIN, INT32_MAX, &epoch) < 0 ||
+            long_in(PyTuple_GET_ITEM(c, 3), INT64_MIN, INT64_MAX, &ts) < 0) {
+            PyErr_Clear();
+            goto bail;
+        }
+        if (ts == -1) ts = now;
+        int rc;
+        /* key: type 1, group, topic, partition */
+        o.len = 0;
+        if (put_be(&o, 1, 2) < 0) goto done;
+        if ((rc = put_string16(&o, group)) <= 0 || (rc = put_string16(&o, topic)) <= 0) {
+            if (rc < 0) goto done;
+            goto bail;
+        }
+        if (put_be(&o, (uint64_t)partition, 4) < 0) goto done;
+        PyObject *key = out_bytes(&o);
+        if (key == NULL) goto done;
+        /* value: v1 with an expire timestamp, else v3 */
+        int has_meta = metadata != Py_None && PyUnicode_GET_LENGTH(metadata) > 0;
+        rc = 1;
+        if (expire != -1) {
+            if (put_be(&o, 1, 2) < 0 || put_be(&o, (uint64_t)offset, 8) < 0) rc = -1;
+            else if (has_meta) rc = put_string16(&o, metadata);
+            else if (put_be(&o, 0, 2) < 0) rc = -1;
+            if (rc > 0 && (put_be(&o, (uint64_t)ts, 8) < 0 || put_be(&o, (uint64_t)expire, 8) < 0)) rc = -1;
+        } else {
+            if (put_be(&o, 3, 2) < 0 || put_be(&o, (uint64_t)offset, 8) < 0 || put_be(&o, (uint64_t)epoch, 4) < 0) rc = -1;
+            else if (has_meta) rc = put_string16(&o, metadata);
+            else if (put_be(&o, 0, 2) < 0) rc = -1;
+            if (rc > 0 && put_be(&o, (uint64_t)ts, 8) < 0) rc = -1;
+        }
+        if (rc <= 0) {
+            Py_DECREF(key);
+            if (rc < 0) goto done;
+            goto bail;
+        }
+        PyObject *value = out_bytes(&o);
+        if (value == NULL) {
+            Py_DECREF(key);
+            goto done;
+        }
+        PyObject *record = PyTuple_Pack(2, key, value);
+        PyObject *applied_one = Py_BuildValue("(OOO)", topic, PyTuple_GET_ITEM(c, 0), value);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (record == NULL || applied_one == NULL) {
+            Py_XDECREF(record);
+            Py_XDECREF(applied_one);
+            goto done;
+        }
+        PyList_SET_ITEM(records, i, record);
+        PyList_SET_ITEM(applied, i, applied_one);
+    }
+    result = PyTuple_Pack(2, records, applied);
+    goto done;
+bail:
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyMem_Free(o.p);
+    Py_XDECREF(records);
+    Py_XDECREF(applied);
+    return result;
+}
+
 /* -- request header (v1, or v2 when flexible) --------------------------------------------- */
 
 static PyObject *header_cls, *header_error;
@@ -771,6 +879,7 @@ static PyMethodDef methods[] = {
     {"build_batch", py_build_batch, METH_VARARGS, "build_batch(records, timestamp_ms) -> bytearray"},
     {"batch_size", py_batch_size, METH_O, "The size of build_batch(records)."},
     {"crc32c", py_crc32c, METH_O, "CRC-32C of a buffer."},
+    {"commit_records", py_commit_records, METH_VARARGS, "commit_records(group, commits, now, expire, half_meta)"},
     {"configure_header", py_configure_header, METH_VARARGS, "configure_header(RequestHeader, HeaderError)"},
     {"parse_request_header", py_parse_request_header, METH_VARARGS, "parse_request_header(frame, flexible) -> RequestHeader"},
     {NULL, NULL, 0, NULL},

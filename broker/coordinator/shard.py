@@ -29,6 +29,7 @@ from broker.coordinator.offsets import OffsetStore
 from broker.coordinator.timers import Timers
 from protocol import records as rec
 from protocol.commit_codec import CommitPartition
+from protocol.compiled import speedups
 from protocol.errors import ErrorCode
 from storage import offsets_records as orec
 from storage.errors import LogError
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kaflet.coordinator")
 
 GROUP_EXPIRATION_KEY = "expire-group-metadata"
+_commit_records = speedups.commit_records if speedups is not None else None
 Record = tuple[bytes, bytes | None]
 
 
@@ -72,6 +74,7 @@ class CoordinatorShard:
         self.state = ShardState.LOADING
         self.timers = Timers(lambda: self.state is ShardState.ACTIVE)
         self.log_ = service.broker.logs.get(service.topic_name, partition)
+        self._clock = service.broker.clock  # made once per broker (skew_ms moves it)
         self._load_prefixes: dict[bytes, dict[int, bytes]] = {}
         self.max_batch_bytes = service.max_batch_bytes
         self._pending: list[tuple[list[Record], int]] = []
@@ -99,7 +102,7 @@ class CoordinatorShard:
     # -- time ---------------------------------------------------------------------------
 
     def now_ms(self) -> int:
-        return self.service.broker.clock.now_ms()
+        return self._clock.now_ms()
 
     # -- writing and replaying ----------------------------------------------------------
 
@@ -121,7 +124,7 @@ class CoordinatorShard:
 
     def _append(self, records: list[Record], producer_id: int = rec.NO_PRODUCER_ID, producer_epoch: int = rec.NO_PRODUCER_EPOCH) -> Any:
         if producer_id == rec.NO_PRODUCER_ID:
-            batch = rec.build_batch(records, timestamp_ms=self.now_ms())
+            batch = rec.build_batch(records, timestamp_ms=self._clock.now_ms())
         else:  # TX-4: a transactional batch of the producer (the transaction coordinator verified it)
             batch = rec.build_batch(
                 records,
@@ -486,26 +489,18 @@ class CoordinatorShard:
                     member = group.members.get(member_id)
                     if member is not None:
                         self.classic.reschedule_heartbeat(group, member)  # OC-5
-        now = self.now_ms()
+        now = self._clock.now_ms()
         expire = now + retention_ms if retention_ms != -1 else -1
         max_meta = self.config.offset_metadata_max_bytes
         half_meta = max_meta // 2
-        records: list[Record] = []
-        applied: list[tuple[str, int, bytes]] = []
-        results: list[ErrorCode] = []
-        key_of = orec.offset_commit_key
-        value_of = orec.offset_commit_value
-        ok = ErrorCode.NONE
-        for topic, c in commits:
-            metadata = c[4]
-            if metadata is not None and len(metadata) > half_meta and utf16_length(metadata) > max_meta:
-                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                continue
-            results.append(ok)
-            partition = c[0]
-            value = value_of(c[1], c[2], metadata or "", now if c[3] == -1 else c[3], expire)
-            records.append((key_of(group_id, topic, partition), value))
-            applied.append((topic, partition, value))
+        # The compiled twin builds every record when all commits are accepted (no metadata
+        # near the limit); otherwise, or without it, the loop below decides each one.
+        built = _commit_records(group_id, commits, now, expire, half_meta) if _commit_records is not None else None
+        if built is not None:
+            records, applied = built
+            results = [ErrorCode.NONE] * len(commits)
+        else:
+            records, applied, results = self._commit_records_py(group_id, commits, now, expire, max_meta)
         if not records:
             return results, None
         if self.pending_txn:
@@ -526,11 +521,47 @@ class CoordinatorShard:
             waiter = self.write(records, replay=False)
         # The records are in the log: apply them as replay() would (apply_offset_commit: the
         # group exists by now), without re-parsing our own keys.
-        put = self.offsets.put
-        for topic, partition, value in applied:
-            put(group_id, topic, partition, value)
+        offsets = self.offsets
+        group_offsets = offsets.by_group.get(group_id)
+        if group_offsets is None or len(applied) > 1:
+            put = offsets.put
+            for topic, partition, value in applied:
+                put(group_id, topic, partition, value)
+        else:  # OffsetStore.put of the one commit of a group that has offsets, inlined
+            topic, partition, value = applied[0]
+            partitions = group_offsets.get(topic)
+            if partitions is None:
+                offsets.put(group_id, topic, partition, value)
+            else:
+                if partition not in partitions:
+                    offsets.count += 1
+                partitions[partition] = value
         self.service.stats.offset_commits += len(records)
         return results, waiter
+
+    @staticmethod
+    def _commit_records_py(
+        group_id: str, commits: list[tuple[str, CommitPartition]], now: int, expire: int, max_meta: int
+    ) -> tuple[list[Record], list[tuple[str, int, bytes]], list[ErrorCode]]:
+        """OC-6 and the records of the accepted commits; the pure twin of protocol/_speedups.c's commit_records."""
+        records: list[Record] = []
+        applied: list[tuple[str, int, bytes]] = []
+        results: list[ErrorCode] = []
+        key_of = orec.offset_commit_key
+        value_of = orec.offset_commit_value
+        ok = ErrorCode.NONE
+        half_meta = max_meta // 2
+        for topic, c in commits:
+            metadata = c[4]
+            if metadata is not None and len(metadata) > half_meta and utf16_length(metadata) > max_meta:
+                results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            results.append(ok)
+            partition = c[0]
+            value = value_of(c[1], c[2], metadata or "", now if c[3] == -1 else c[3], expire)
+            records.append((key_of(group_id, topic, partition), value))
+            applied.append((topic, partition, value))
+        return records, applied, results
 
     @staticmethod
     def validate_offset_commit(

@@ -173,3 +173,31 @@ def test_answers_encode_alike(version: int, topic_list: list, limit: int, single
             for encode in (speedups.encode_commit_answer, cc.encode_answer_py):
                 with pytest.raises((ValueError, StopIteration)):
                     encode(version, topics, limits, wrong, 3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    group=st.text(max_size=20),
+    commits=st.lists(
+        st.tuples(
+            st.text(max_size=10),
+            st.tuples(i32, i64, i32, st.one_of(st.just(-1), i64), st.one_of(st.none(), st.text(max_size=12))),
+        ),
+        max_size=5,
+    ),
+    now=i64,
+    expire=st.one_of(st.just(-1), i64),
+    max_meta=st.integers(0, 30),
+)
+def test_commit_records_build_alike(group: str, commits: list, now: int, expire: int, max_meta: int) -> None:
+    """The records of accepted commits match the pure loop's; where metadata nears the limit
+    (OC-6 counts UTF-16 units) the compiled twin leaves the decision to the pure loop."""
+    from broker.coordinator.shard import CoordinatorShard
+
+    commits = [(t, cc.CommitPartition(*c)) for t, c in commits]
+    built = speedups.commit_records(group, commits, now, expire, max_meta // 2)
+    records, applied, results = CoordinatorShard._commit_records_py(group, commits, now, expire, max_meta)
+    if built is None:
+        assert any(c[4] is not None and len(c[4]) > max_meta // 2 for _, c in commits)
+    else:
+        assert built == (records, applied) and not any(results)
