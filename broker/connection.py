@@ -57,6 +57,7 @@ _PAUSE_AT = 8 * 1024 * 1024
 # pass through the scratch buffer of _SCRATCH bytes, which is at least 4x larger.
 _DIRECT_AT = 64 * 1024
 _SCRATCH = 256 * 1024
+_SPARE_MAX = 4 * 1024 * 1024  # a larger frame's buffer is not kept for the next one
 _EMPTY_VIEW = memoryview(b"")
 
 # _dispatch's answer for a frame that a black hole swallowed: it waits, unhandled, for the hole to close.
@@ -90,6 +91,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._big: bytearray | None = None
         self._big_view = _EMPTY_VIEW
         self._big_filled = 0
+        self._spare: bytearray | None = None  # the last large frame's buffer, for the next (_frame_buffer)
         self._frames: deque[bytes | memoryview] = deque()
         self._queued_bytes = 0
         self._busy = False
@@ -196,6 +198,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._scratch_end = 0
         self._big = None
         self._big_view = _EMPTY_VIEW
+        self._spare = None
         self._held = []
         self._drop_sendq()
         if self._delay_timer is not None:
@@ -226,7 +229,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         if self._big is not None:
             self._big_filled += nbytes
-            if self._big_filled < len(self._big):
+            if self._big_filled < len(self._big_view):
                 return
             self._big_done()
             self.frame_started = 0.0
@@ -269,8 +272,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if size >= _DIRECT_AT:
                 # Its own buffer; what arrived of it so far is copied once (at most a read's worth).
                 have = min(end - pos - 4, size)
-                self._big = bytearray(size)
-                self._big_view = memoryview(self._big)
+                self._big = self._frame_buffer(size)
+                self._big_view = memoryview(self._big)[:size]
                 self._big_view[:have] = view[pos + 4 : pos + 4 + have]
                 self._big_filled = have
                 pos += 4 + have
@@ -303,8 +306,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if frame[0] == 0 and frame[1] == ApiKey.PRODUCE:
             self._queue_frame(view)
         else:
+            data = bytes(view)
             view.release()
-            self._queue_frame(bytes(frame))
+            self._queue_frame(data)
+
+    def _frame_buffer(self, size: int) -> bytearray:
+        """A buffer for a large frame: the previous one again once nothing holds a view of it.
+        (A new 1 MiB bytearray per Produce cost an mmap, 256 page faults and a munmap each.)"""
+        spare = self._spare
+        if spare is not None and len(spare) >= size:
+            try:
+                del spare[-1]  # BufferError while a view of it lives: a handler still holds its frame
+            except BufferError:
+                pass
+            else:
+                spare.append(0)  # back to its size, within its allocation
+                return spare
+        buf = bytearray(-(-size // _DIRECT_AT) * _DIRECT_AT)  # rounded up: frames of similar sizes share it
+        self._spare = buf if len(buf) <= _SPARE_MAX else None
+        return buf
 
     def _queue_frame(self, frame: bytes | memoryview) -> None:
         size = len(frame)

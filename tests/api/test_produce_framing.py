@@ -234,6 +234,32 @@ async def test_a_frame_over_the_limit_is_refused_before_its_buffer_is_made(make_
         check_answers(broker, [first], bytes(transport.out), 0)
 
 
+async def test_a_large_frames_buffer_is_reused_only_once_nothing_holds_the_frame(make_config: Callable[..., Config]) -> None:
+    # --fsync always: the first Produce parks (its handler holds a view of its frame) while the
+    # second arrives; that one must get a buffer of its own. Once both are answered, the next
+    # large frame reuses the buffer instead of allocating another.
+    async with Broker(make_config(fsync="always")) as broker:
+        broker.topics.create(TOPIC, 1)
+        conn, transport = connect(broker)
+        first, second = produce_of_frame_size(1, 300 * 1024), produce_of_frame_size(2, 300 * 1024)
+        feed(conn, first.frame)
+        assert conn.busy  # parked on its fsync, holding its frame
+        held = conn._spare
+        assert held is not None
+        feed(conn, second.frame)
+        assert conn._spare is not held
+        assert held[: len(first.frame) - 4] == first.frame[4:]  # what the parked handler holds is intact
+        await async_wait_until(lambda: len(transport.out) and not conn.busy, timeout=10)
+        offset = check_answers(broker, [first, second], bytes(transport.out), 0)
+        spare = conn._spare
+        third = produce_of_frame_size(3, 300 * 1024 - 1000)
+        transport.out.clear()
+        feed(conn, third.frame)
+        assert conn._spare is spare
+        await async_wait_until(lambda: len(transport.out) and not conn.busy, timeout=10)
+        check_answers(broker, [third], bytes(transport.out), offset)
+
+
 def send_in_pieces_and_read(bootstrap: str, data: bytes, answers: int) -> bytes:
     """Over a real socket: `data` in uneven pieces (1 byte up to 100 KB), then `answers` frames."""
 

@@ -187,3 +187,68 @@ def test_every_record_processed_at_least_once_while_members_come_and_go(
     print(f"{len(producer.acked)} records, {len(processed_twice)} processed twice, epochs {sum(len(r) for r in runs.values())}")
     # Clean handovers commit first: only the SIGKILLed consumer leaves records to process again.
     assert {tp for tp, _ in processed_twice} <= {tp for _, tp, _, _ in processings(killed)}
+
+
+def test_kafka_python_member_resumes_at_the_last_commit_after_its_offset_fetch_outlived_its_assignment(
+    broker_proc: Callable[..., BrokerProcess], agents: Agents
+) -> None:
+    """The findings of a committed offset going backwards (499 -> 305 in the cooperative-sticky
+    scenario above, 61 -> 0 in the mixed upgrade test), made deterministic: a kafka-python member's
+    OffsetFetch outlives the assignment it was sent for (its poll timed out; the answer came while
+    it was not polling, then a rebalance took the partition away: a starved process). kafka-python
+    3.0.12 used that answer when the partition came back, and re-read everything another member had
+    processed and committed since. The broker answers as Kafka does; the agent works around the
+    client (forget_offset_fetches in tests/support/consumer_agent.py)."""
+    from broker.cluster.control import ControlClient
+    from tests.support.metrics import scrape
+    from tests.support.waiting import wait_until
+
+    bp = broker_proc("--group-min-session-timeout-ms", "1000", "--control")
+    assert bp.metrics is not None
+    topic, group = "alo-fetch", "g-alo-fetch"
+    admin = create_topic(bp.bootstrap, topic, 1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": bp.bootstrap, "linger.ms": 5})
+        i = 0
+        while not stop.wait(0.005):
+            producer.produce(topic, b"record-%d" % i, partition=0)
+            producer.poll(0)
+            i += 1
+        producer.flush(30)
+
+    def answered(api: str, error: str | None = None) -> float:
+        found = scrape(bp.metrics)
+        if error is None:
+            return sum(found.series("kaflet_requests_total", api=api).values())
+        return sum(found.series("kaflet_request_errors_total", api=api, error=error).values())
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        control = ControlClient(bp.metrics)
+        spec = {"process": True, "commit_every": 3, "assignor": "range"}
+        # b-kp's first OffsetFetch is answered after 1 s, far beyond the agent's 100 ms poll.
+        control.apply("rule", {"api": "OffsetFetch", "client_id": "b-kp", "delay_ms": 1000, "count": 1})
+        kp = agents.start("kafka-python", "b-kp", bp.bootstrap, group, [topic], **spec)
+        wait_until(lambda: control.apply("state")["injected"].get("delay") == 1, timeout=30, message="b-kp's OffsetFetch")
+        kp.send("stall")
+        kp.wait_event("stalled")
+        wait_until(lambda: answered("OffsetFetch") >= 1, timeout=30, message="b-kp's OffsetFetch answered while it stalls")
+        # a-ck's member id sorts first: `range` gives it the partition. b-kp learns of the rebalance
+        # from a heartbeat (its IO thread beats while it stalls) and, once resumed, rejoins first.
+        ck = agents.start("confluent", "a-ck", bp.bootstrap, group, [topic], **spec)
+        wait_until(lambda: answered("Heartbeat", "REBALANCE_IN_PROGRESS") >= 1, timeout=30, message="b-kp told to rejoin")
+        kp.send("resume")
+        wait_group(admin, group, [kp, ck], {(topic, 0)})
+        ck.wait_for(lambda a: len(a.of_kind("committed")) >= 5, message="commits after b-kp's fetch was answered")
+        ck.close()
+        wait_group(admin, group, [kp], {(topic, 0)})
+        kp.wait_for(lambda a: a.of_kind("records"), message="records after the partition came back")
+    finally:
+        stop.set()
+        thread.join(60)
+    last_commit = max(o for e in ck.of_kind("committed") for _t, _p, o in e["offsets"])
+    first = processings(kp)[0][2]  # b-kp processed nothing before the partition came back
+    assert first >= last_commit, (first, last_commit)

@@ -284,10 +284,20 @@ def run_kafka_python(spec: dict[str, Any], out: Reporter, commands: Commands) ->
             return False
         return committed(out, offsets)
 
+    def forget_offset_fetches() -> None:
+        """kafka-python 3.0.12 keeps the future of an OffsetFetch, keyed by its set of partitions only,
+        until a poll collects it: one that outlives the assignment it was sent for (the poll timed out,
+        then a rebalance took the partitions away) answers the next fetch of the same set, with
+        committed offsets that are stale by then (none at all: auto_offset_reset), and the member
+        re-reads what others processed and committed since. Java's consumer ties that cache to the
+        generation it was sent in; doing the same, the agent drops the cache at every rebalance."""
+        getattr(consumer._coordinator, "_offset_fetch_futures", {}).clear()
+
     class Listener(AsyncConsumerRebalanceListener):
         """Async: kafka-python 3 calls listeners on its IO thread, where a blocking commit() is refused."""
 
         async def on_partitions_revoked(self, revoked: Any) -> None:
+            forget_offset_fetches()
             offsets = progress.revoked(tp_set(revoked))
             if spec.get("process") and offsets:
                 try:
@@ -299,11 +309,13 @@ def run_kafka_python(spec: dict[str, Any], out: Reporter, commands: Commands) ->
             out.emit("revoked", parts=parts(revoked))
 
         async def on_partitions_assigned(self, assigned: Any) -> None:
+            forget_offset_fetches()
             progress.assigned(tp_set(assigned))
             out.emit("assigned", parts=parts(assigned))
             out.emit("member", id=consumer._coordinator._generation.member_id)
 
         async def on_partitions_lost(self, lost: Any) -> None:
+            forget_offset_fetches()
             progress.revoked(tp_set(lost))
             out.emit("lost", parts=parts(lost))
 
