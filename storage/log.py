@@ -791,8 +791,7 @@ class PartitionLog:
             except OSError as exc:
                 failure = failure or exc
                 if seg.fd >= 0:
-                    os.close(seg.fd)
-                    seg.fd = -1
+                    seg.release_fd()
         self.closed = True
         self._waiters.clear()
         if failure is not None:
@@ -802,8 +801,7 @@ class PartitionLog:
         """The topic is being deleted: close files without flushing anything."""
         for seg in self.segments:
             if seg.fd >= 0:
-                os.close(seg.fd)
-                seg.fd = -1
+                seg.release_fd()  # a fetch still sending from it keeps it open until done
         self.closed = True
         self.deleted = True
         for waiter in tuple(self._waiters):

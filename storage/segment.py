@@ -514,7 +514,8 @@ class Segment:
             if fd >= 0:
                 os.close(fd)
 
-    def _release_fd(self) -> None:
+    def release_fd(self) -> None:
+        """Close the descriptor, or hand it to the last unpin while a FileRange pins it."""
         fd, self.fd = self.fd, -1
         if self.pins:
             self._unpinned_close = fd  # a fetch still sends from it: the last unpin closes it
@@ -534,11 +535,11 @@ class Segment:
     def close(self) -> None:
         if self.fd >= 0:
             self.on_roll()
-            self._release_fd()
+            self.release_fd()
 
     def delete(self) -> None:
         if self.fd >= 0:
-            self._release_fd()
+            self.release_fd()
         self.txn_index.delete()
         for path in (self.log_path, self.index.path, self.time_index.path):
             try:

@@ -43,11 +43,9 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
         topic = known_topics.get(name)
         limit = topic.partitions if topic is not None else 0
         limits.append(limit)
-        for cp in parts:
-            if 0 <= cp[0] < limit:
-                commits.append((name, cp))
-            else:
-                unknown += 1
+        known = [(name, cp) for cp in parts if 0 <= cp[0] < limit]
+        unknown += len(parts) - len(known)
+        commits += known
 
     def fill(codes: list[ErrorCode] | ErrorCode) -> bytes:
         """The answer: OC-2's error for unknown partitions, `codes` (one per commit, or one for all) for the others."""

@@ -31,6 +31,25 @@ class OffsetStore:
             self.count += 1
         partitions[partition] = value
 
+    def put_many(self, group: str, applied: list[tuple[str, int, bytes]]) -> None:
+        """put() of each (topic, partition, value) of one group's commit, in order (the commit hot path)."""
+        topics = self.by_group.get(group)
+        if topics is None:
+            topics = self.by_group[group] = {}
+        last: str | None = None
+        partitions: dict[int, bytes] = {}
+        added = 0
+        for topic, partition, value in applied:
+            if topic != last or last is None:
+                partitions = topics.get(topic)  # type: ignore[assignment]
+                if partitions is None:
+                    partitions = topics[topic] = {}
+                last = topic
+            if partition not in partitions:
+                added += 1
+            partitions[partition] = value
+        self.count += added
+
     def partitions_of(self, group: str, topic: str) -> dict[int, bytes]:
         """The (created if missing) partition -> value dict of a group's topic, for bulk loading;
         call recount() afterwards."""

@@ -41,6 +41,7 @@ log = structlog.get_logger("kaflet.coordinator")
 
 GROUP_EXPIRATION_KEY = "expire-group-metadata"
 _commit_records = speedups.commit_records if speedups is not None else None
+_build_batch = speedups.build_batch if speedups is not None else None  # rec.build_batch's compiled twin, defaults as here
 Record = tuple[bytes, bytes | None]
 
 
@@ -124,7 +125,11 @@ class CoordinatorShard:
 
     def _append(self, records: list[Record], producer_id: int = rec.NO_PRODUCER_ID, producer_epoch: int = rec.NO_PRODUCER_EPOCH) -> Any:
         if producer_id == rec.NO_PRODUCER_ID:
-            batch = rec.build_batch(records, timestamp_ms=self._clock.now_ms())
+            batch = (
+                _build_batch(records, self._clock.now_ms())
+                if _build_batch is not None
+                else rec.build_batch(records, timestamp_ms=self._clock.now_ms())
+            )
         else:  # TX-4: a transactional batch of the producer (the transaction coordinator verified it)
             batch = rec.build_batch(
                 records,
@@ -521,21 +526,7 @@ class CoordinatorShard:
             waiter = self.write(records, replay=False)
         # The records are in the log: apply them as replay() would (apply_offset_commit: the
         # group exists by now), without re-parsing our own keys.
-        offsets = self.offsets
-        group_offsets = offsets.by_group.get(group_id)
-        if group_offsets is None or len(applied) > 1:
-            put = offsets.put
-            for topic, partition, value in applied:
-                put(group_id, topic, partition, value)
-        else:  # OffsetStore.put of the one commit of a group that has offsets, inlined
-            topic, partition, value = applied[0]
-            partitions = group_offsets.get(topic)
-            if partitions is None:
-                offsets.put(group_id, topic, partition, value)
-            else:
-                if partition not in partitions:
-                    offsets.count += 1
-                partitions[partition] = value
+        self.offsets.put_many(group_id, applied)
         self.service.stats.offset_commits += len(records)
         return results, waiter
 
