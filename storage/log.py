@@ -168,6 +168,7 @@ class PartitionLog:
         # Set by the LogManager (--log-page-cache-bytes): the newest bytes of the active segment
         # kept in the page cache; older pages are handed back once written (0: the OS decides).
         self.page_cache_bytes = 0
+        self.run_advice: Callable[..., object] | None = None  # where release_cache's fadvise runs (None: here)
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -433,7 +434,7 @@ class PartitionLog:
         self.next_offset = last + 1
         window = self.page_cache_bytes
         if window and seg.size - seg.cache_released > window + _RELEASE_STEP:
-            seg.release_cache(seg.size - window)
+            seg.release_cache(seg.size - window, self.run_advice)
         if pid >= 0:
             self.producers.update(header, last, max_ts)
             if header[5] & TRANSACTIONAL_BIT:

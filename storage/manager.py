@@ -92,6 +92,9 @@ class LogManager:
         self.first_dirty: dict[TopicPartition, int] = {}
         self._fsync_pool = ThreadPoolExecutor(1, thread_name_prefix="kaflet-fsync")
         self._clean_pool = ThreadPoolExecutor(1, thread_name_prefix="kaflet-cleaner")
+        # The fadvise calls that hand written pages back (--log-page-cache-bytes): a call starts
+        # the writeback of what is still dirty, a millisecond or more the event loop need not wait.
+        self._cache_pool = ThreadPoolExecutor(1, thread_name_prefix="kaflet-cache")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._pending: list[tuple[PartitionLog, asyncio.Future[None]]] = []
@@ -223,6 +226,7 @@ class LogManager:
         plog.append_histogram = self.append_histogram
         plog.check_write = self.check_write
         plog.page_cache_bytes = self.page_cache_bytes
+        plog.run_advice = self._cache_pool.submit
         return plog
 
     def set_write_check(self, check: Callable[[str, int], None] | None) -> None:
@@ -562,6 +566,7 @@ class LogManager:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._fsync_pool, lambda: None)  # in-flight fsyncs are done
         await loop.run_in_executor(self._clean_pool, lambda: None)
+        await loop.run_in_executor(self._cache_pool, lambda: None)
         self._close_logs()
         pending, self._pending = self._pending, []
         for _plog, waiter in pending:
@@ -569,6 +574,7 @@ class LogManager:
                 waiter.set_result(None)  # close() fsynced everything
         self._fsync_pool.shutdown(wait=True)
         self._clean_pool.shutdown(wait=True)
+        self._cache_pool.shutdown(wait=True)
 
     def _close_logs(self) -> None:
         clean = True

@@ -362,19 +362,23 @@ class Segment:
         self.next_offset = last_offset + 1
         return pos
 
-    def release_cache(self, upto: int) -> None:
-        """Hand the page-cache pages of the file before `upto` back to the OS (--log-page-cache-bytes).
+    def release_cache(self, upto: int, run: Callable[..., object] | None = None) -> None:
+        """Hand the page-cache pages of the file before `upto` back to the OS (--log-page-cache-bytes),
+        with `run(function, *args)` (a worker thread's submit) or here and now.
 
         POSIX_FADV_DONTNEED never loses data: it starts the writeback of dirty pages and drops
         only clean ones, so each call also reaches back over the range of the calls before it.
-        A later read of a dropped range reads the disk. Errors are ignored: this is advice."""
+        A later read of a dropped range reads the disk. Errors are ignored: this is advice (on
+        a worker, a segment closed meanwhile makes it EBADF, or at worst advice about the clean
+        pages of whichever file got its descriptor number)."""
         start = max(0, self.cache_released - _RELEASE_LOOKBACK)
-        if _FADVISE is not None and upto > start and self.fd >= 0:
-            try:
-                _FADVISE(self.fd, start, upto - start, os.POSIX_FADV_DONTNEED)
-            except OSError:
-                pass
         self.cache_released = upto
+        if _FADVISE is None or upto <= start or self.fd < 0:
+            return
+        if run is None:
+            _advise(self.fd, start, upto - start)
+        else:
+            run(_advise, self.fd, start, upto - start)
 
     def truncate_to(self, position: int) -> None:
         os.ftruncate(self.fd, position)
@@ -611,6 +615,13 @@ class FileRange:
         if len(out) != n:
             raise StorageError(f"{self.segment.log_path.name}: {len(out)} of {n} bytes at {self.position}")
         return out
+
+
+def _advise(fd: int, start: int, length: int) -> None:
+    try:
+        _FADVISE(fd, start, length, os.POSIX_FADV_DONTNEED)  # type: ignore[misc]
+    except OSError:
+        pass
 
 
 # on_bad(position, resume_position or None, reason): a region that holds no valid batch.

@@ -30,9 +30,11 @@ from broker.connection import CloseConnection
 from broker.context import RequestContext
 from broker.registry import api
 from broker.topics import INTERNAL_TOPICS
-from protocol.apis import ApiKey
+from protocol import produce_codec
+from protocol.apis import ApiKey, request_class
 from protocol.encode import I16, I32, I64, NO_TAGS, array_len, string
 from protocol.errors import ErrorCode
+from protocol.nullability import checker
 from protocol.records import COMPRESSION_MASK, LOG_OVERHEAD, MAGIC_OFFSET, TRANSACTIONAL_BIT
 from storage.errors import LogError, RecordErrors
 from storage.validation import validate_client_batch
@@ -122,7 +124,20 @@ def _has_transactional_records(request: Any) -> bool:
     return False
 
 
-@api(ApiKey.PRODUCE, 3, 11, error_response=_error)
+def _decode(body: memoryview, version: int) -> Any:
+    """The request with each partition's records a view of the frame (protocol/produce_codec.py);
+    what that codec leaves alone, the schema codec decodes and checks as for any API."""
+    request = produce_codec.decode_request(body, version)
+    if request is None:
+        cls = request_class(ApiKey.PRODUCE)
+        request = cls.decode(body, version=version)
+        check = checker(cls, version)
+        if check is not None:
+            check(request, "")
+    return request
+
+
+@api(ApiKey.PRODUCE, 3, 11, error_response=_error, decoder=_decode)
 def handle_produce(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     version = ctx.api_version

@@ -9,6 +9,7 @@ import ctypes
 import ctypes.util
 import mmap
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -72,17 +73,25 @@ def fill(log: PartitionLog, upto: int) -> list[bytes]:
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise on this platform")
-def test_pages_behind_the_window_are_released_once_written_and_read_back_intact(tmp_path: Path) -> None:
+@pytest.mark.parametrize("on_a_worker", [False, True], ids=["inline", "worker"])
+def test_pages_behind_the_window_are_released_once_written_and_read_back_intact(tmp_path: Path, on_a_worker: bool) -> None:
     if not drops_clean_pages(tmp_path):
         pytest.skip("this file system keeps clean pages cached (tmpfs): nothing is released")
     window = 1 * MIB
     log = open_log(tmp_path, window)
+    pool = ThreadPoolExecutor(1) if on_a_worker else None
+    if pool is not None:
+        log.run_advice = pool.submit  # as the LogManager sets it
     seg = log.segments[-1]
     sent = fill(log, window + _RELEASE_STEP + MIB)
+    if pool is not None:
+        pool.submit(lambda: None).result()
     # The first release met dirty pages: it started their writeback and dropped none of them
     # unwritten. Once they are on disk, the next release (it reaches back) drops them.
     seg.fsync()
     sent += fill(log, 2 * (window + _RELEASE_STEP) + MIB)
+    if pool is not None:
+        pool.shutdown(wait=True)
     released = seg.cache_released
     assert released >= seg.size - window - _RELEASE_STEP
     cached, pages = resident(seg.log_path, 0, window + _RELEASE_STEP)
@@ -114,7 +123,7 @@ def test_the_setting_reaches_every_log_and_kafka_defaults_turn_it_off(tmp_path: 
         async with Broker(config) as broker:
             broker.topics.create("w", 1)
             log = broker.logs.get("w", 0)
-            assert log is not None
+            assert log is not None and log.run_advice is not None  # on the LogManager's worker
             return log.page_cache_bytes
 
     base = {"port": 0, "metrics": False, "offsets_partitions": 1, "transaction_state_partitions": 1}
