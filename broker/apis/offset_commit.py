@@ -30,9 +30,40 @@ def _error(request: CommitRequest, code: ErrorCode) -> bytes:
     return commit_codec.encode_response(request.version, list(rows.items()))
 
 
+class _Answer:
+    """How one request is answered: OC-2's error for unknown partitions, the commit codes (one
+    per commit, or one for all) for the others, and the error codes for the request metrics."""
+
+    __slots__ = ("commits", "ctx", "limits", "shard", "topics", "unknown")
+
+    def __init__(self, ctx: RequestContext, topics: Any, limits: list[int], unknown: int, commits: int) -> None:
+        self.ctx = ctx
+        self.topics = topics
+        self.limits = limits
+        self.unknown = unknown
+        self.commits = commits
+        self.shard: Any = None
+
+    def fill(self, codes: list[ErrorCode] | ErrorCode) -> bytes:
+        if isinstance(codes, ErrorCode):
+            failed = [codes] * self.commits if codes else []
+        else:
+            failed = [c for c in codes if c]
+        if self.unknown or failed:
+            # The answer's error codes, for the request metrics (broker/metrics/errors.py).
+            self.ctx.errors = [_UNKNOWN] * self.unknown + failed
+        return commit_codec.encode_answer(self.ctx.api_version, self.topics, self.limits, codes, _UNKNOWN)
+
+    def on_failure(self, exc: Exception) -> bytes | None:
+        """The batch append of this loop turn failed somewhere (broker/coordinator/turn.py)."""
+        failed = exc.failed.get(self.shard) if isinstance(exc, AppendsFailed) else None
+        if failed is None and isinstance(exc, AppendsFailed):
+            return None  # this commit's shard appended: its answer stands
+        return self.fill(map_append_error(failed.code) if failed is not None else ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
 @api(ApiKey.OFFSET_COMMIT, 0, 9, error_response=_error, decoder=commit_codec.decode_request)
 def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
-    version = ctx.api_version
     broker = ctx.broker
     known_topics = broker.topics.topics
     topics = request.topics
@@ -46,47 +77,30 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
         known = [(name, cp) for cp in parts if 0 <= cp[0] < limit]
         unknown += len(parts) - len(known)
         commits += known
-
-    def fill(codes: list[ErrorCode] | ErrorCode) -> bytes:
-        """The answer: OC-2's error for unknown partitions, `codes` (one per commit, or one for all) for the others."""
-        if isinstance(codes, ErrorCode):
-            failed = [codes] * len(commits) if codes else []
-        else:
-            failed = [c for c in codes if c]
-        if unknown or failed:
-            # The answer's error codes, for the request metrics (broker/metrics/errors.py).
-            ctx.errors = [_UNKNOWN] * unknown + failed
-        return commit_codec.encode_answer(version, topics, limits, codes, _UNKNOWN)
-
+    answer = _Answer(ctx, topics, limits, unknown, len(commits))
     if not commits:
-        return fill([])
+        return answer.fill([])
     group_id = request.group_id
     if group_id is None:
-        return fill(ErrorCode.INVALID_GROUP_ID)  # GE-4: "" is a legal group here
+        return answer.fill(ErrorCode.INVALID_GROUP_ID)  # GE-4: "" is a legal group here
     coordinator = broker.coordinator
     batched = coordinator.batches_commits
     try:
-        shard = coordinator.shard_for(group_id)
+        shard = answer.shard = coordinator.shard_for(group_id)
         codes, waiter = shard.commit_offsets(
-            group_id, request.generation, request.member_id, request.instance_id, request.retention_ms, version, commits, batched
+            group_id, request.generation, request.member_id, request.instance_id, request.retention_ms, ctx.api_version, commits, batched
         )
     except CoordinatorError as exc:
-        return fill(map_append_error(exc.code))
+        return answer.fill(map_append_error(exc.code))
     if batched:
         # Appended with the other commits of this loop turn, from every connection, before any
         # of their answers leaves (broker/coordinator/turn.py). If this shard's append fails (a
         # full disk), the answer becomes the mapped error (GE-3); the shard reloads from its
         # log, so nothing answered with success is lost.
-        def on_failure(exc: Exception) -> bytes | None:
-            failed = exc.failed.get(shard) if isinstance(exc, AppendsFailed) else None
-            if failed is None and isinstance(exc, AppendsFailed):
-                return None  # this commit's shard appended: its answer stands
-            return fill(map_append_error(failed.code) if failed is not None else ErrorCode.UNKNOWN_SERVER_ERROR)
-
-        ctx.conn.before_flush(coordinator.commit_turn, on_failure)
+        ctx.conn.before_flush(coordinator.commit_turn, answer.on_failure)
     if waiter is None:
-        return fill(codes)
-    return _after(waiter, fill, codes)
+        return answer.fill(codes)
+    return _after(waiter, answer.fill, codes)
 
 
 _UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
