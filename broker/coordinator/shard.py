@@ -164,8 +164,14 @@ class CoordinatorShard:
         (whose waiting answers it turns into errors, broker/coordinator/turn.py) and raised, so
         that no response claims success."""
         pending, self._pending = self._pending, []
-        if not pending or self.state is not ShardState.ACTIVE:
+        if not pending:
             return 0
+        if self.state is not ShardState.ACTIVE:
+            # Unloaded since they were enqueued (the topic deleted, the shard moved or reloaded in
+            # the same loop turn): they cannot be written here, and their answers must say so.
+            exc = CoordinatorError(ErrorCode.NOT_COORDINATOR)
+            self.service.note_failed(self, exc)
+            raise exc
         batches = 1
         try:
             # Operations stay whole; a batch holds as many as max.message.bytes allows.
