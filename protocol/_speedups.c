@@ -6,6 +6,7 @@
  * KAFLET_PURE_PYTHON=1, and the broker falls back to the twins when it is not built.
  *
  *   decode_commit_flexible(buf, version)   OffsetCommit v8+ request body -> CommitRequest
+ *   decode_commit(buf, version)            the same, older versions by the pure decoder configure() got
  *   encode_commit_response(version, rows)  OffsetCommitResponse body from [(topic, [(partition, error)])]
  *   encode_commit_answer(version, topics, limits, codes, unknown)
  *                                          the same, straight from the decoded request's topics
@@ -97,7 +98,7 @@ static PyObject *py_crc32c(PyObject *self, PyObject *arg) {
 
 /* -- OffsetCommit request (v8+, flexible) ------------------------------------------------- */
 
-static PyObject *request_cls, *partition_cls, *codec_error;
+static PyObject *request_cls, *partition_cls, *codec_error, *decode_fallback;
 
 typedef struct {
     const unsigned char *buf;
@@ -275,6 +276,19 @@ done:
     Py_XDECREF(name);
     Py_XDECREF(parts);
     return result;
+}
+
+/* decode_commit(body, version): v8+ here, older versions by the pure decoder given to configure(). */
+static PyObject *py_decode_commit(PyObject *self, PyObject *args) {
+    PyObject *body;
+    int version;
+    if (!PyArg_ParseTuple(args, "Oi", &body, &version)) return NULL;
+    if (version >= 8) return py_decode_commit_flexible(self, args);
+    if (decode_fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() was not given the pure decoder");
+        return NULL;
+    }
+    return PyObject_CallObject(decode_fallback, args);
 }
 
 /* -- OffsetCommit response ---------------------------------------------------------------- */
@@ -855,8 +869,8 @@ static PyObject *py_configure_header(PyObject *self, PyObject *args) {
 /* -- module ------------------------------------------------------------------------------- */
 
 static PyObject *py_configure(PyObject *self, PyObject *args) {
-    PyObject *req, *part, *err;
-    if (!PyArg_ParseTuple(args, "OOO", &req, &part, &err)) return NULL;
+    PyObject *req, *part, *err, *fallback = NULL;
+    if (!PyArg_ParseTuple(args, "OOO|O", &req, &part, &err, &fallback)) return NULL;
     if (!PyType_Check(req) || !PyType_IsSubtype((PyTypeObject *)req, &PyTuple_Type) || !PyType_Check(part) ||
         !PyType_IsSubtype((PyTypeObject *)part, &PyTuple_Type) || !PyType_Check(err)) {
         PyErr_SetString(PyExc_TypeError, "configure(request tuple type, partition tuple type, error type)");
@@ -868,12 +882,17 @@ static PyObject *py_configure(PyObject *self, PyObject *args) {
     Py_XSETREF(request_cls, req);
     Py_XSETREF(partition_cls, part);
     Py_XSETREF(codec_error, err);
+    if (fallback != NULL) {
+        Py_INCREF(fallback);
+        Py_XSETREF(decode_fallback, fallback);
+    }
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"configure", py_configure, METH_VARARGS, "configure(CommitRequest, CommitPartition, CodecError)"},
     {"decode_commit_flexible", py_decode_commit_flexible, METH_VARARGS, "An OffsetCommit v8+ request body."},
+    {"decode_commit", py_decode_commit, METH_VARARGS, "An OffsetCommit request body of any version."},
     {"encode_commit_response", py_encode_commit_response, METH_VARARGS, "An OffsetCommitResponse body."},
     {"encode_commit_answer", py_encode_commit_answer, METH_VARARGS, "encode_commit_answer(version, topics, limits, codes, unknown)"},
     {"build_batch", py_build_batch, METH_VARARGS, "build_batch(records, timestamp_ms) -> bytearray"},

@@ -190,15 +190,12 @@ def _decode_flexible(buf: bytes, version: int) -> CommitRequest:
 
 # The compiled twins of _decode_flexible and encode_response_py (protocol/_speedups.c), when built.
 _fast = speedups
-if _fast is not None:
-    _fast.configure(CommitRequest, CommitPartition, CodecError)
 
 
 def decode_request(body: bytes | memoryview, version: int) -> CommitRequest:
-    """An OffsetCommit request body of `version` (0-9); raises CodecError on malformed input."""
+    """An OffsetCommit request body of `version` (0-9); raises CodecError on malformed input.
+    Where the extension is built, this name is its decode_commit (v8+ in C, older versions here)."""
     if version >= FIRST_FLEXIBLE:
-        if _fast is not None:
-            return _fast.decode_commit_flexible(body, version)  # type: ignore[no-any-return]
         buf = bytes(body)
         try:
             return _decode_flexible(buf, version)
@@ -239,6 +236,12 @@ def decode_request(body: bytes | memoryview, version: int) -> CommitRequest:
     if r.pos > len(r.buf):
         raise CodecError("OffsetCommit request overruns its frame")
     return CommitRequest(group_id, generation, member_id, instance_id, retention, topics, version)
+
+
+decode_request_py = decode_request
+if _fast is not None:
+    _fast.configure(CommitRequest, CommitPartition, CodecError, decode_request_py)
+    decode_request = _fast.decode_commit
 
 
 _NAME_CACHE: dict[tuple[str, bool], bytes] = {}
