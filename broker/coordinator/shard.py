@@ -42,6 +42,7 @@ log = structlog.get_logger("kaflet.coordinator")
 GROUP_EXPIRATION_KEY = "expire-group-metadata"
 _commit_records = speedups.commit_records if speedups is not None else None
 _build_batch = speedups.build_batch if speedups is not None else None  # rec.build_batch's compiled twin, defaults as here
+_batch_size = speedups.batch_size if speedups is not None else rec.batch_size_py
 Record = tuple[bytes, bytes | None]
 
 
@@ -163,8 +164,14 @@ class CoordinatorShard:
         (whose waiting answers it turns into errors, broker/coordinator/turn.py) and raised, so
         that no response claims success."""
         pending, self._pending = self._pending, []
-        if not pending or self.state is not ShardState.ACTIVE:
+        if not pending:
             return 0
+        if self.state is not ShardState.ACTIVE:
+            # Unloaded since they were enqueued (the topic deleted, the shard moved or reloaded in
+            # the same loop turn): they cannot be written here, and their answers must say so.
+            exc = CoordinatorError(ErrorCode.NOT_COORDINATOR)
+            self.service.note_failed(self, exc)
+            raise exc
         batches = 1
         try:
             # Operations stay whole; a batch holds as many as max.message.bytes allows.
@@ -515,7 +522,7 @@ class CoordinatorShard:
             for topic, partition, _value in applied:
                 self.plain_commit_offsets[(group_id, topic, partition)] = at
         if batched:
-            size = rec.batch_size(records)
+            size = _batch_size(records)
             if size > self.max_batch_bytes:
                 raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)  # GE-3, as write() checks
             waiter = None

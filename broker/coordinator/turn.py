@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.errors import AppendsFailed, CoordinatorError
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
@@ -82,6 +83,10 @@ class CommitTurn:
                 self.appends += shard.flush_pending()
             except CoordinatorError:
                 pass  # the shard noted it (service.note_failed), as it does when a write of its own forces the flush
+            except Exception as exc:  # a bug, not the disk: the commits it held are not in the log
+                log.error("appending enqueued commits failed", partition=shard.partition, exc_info=True)
+                service.note_failed(shard, CoordinatorError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)))
+                shard.reload()  # reverts what was applied ahead of the log
         # Failures since the last turn: this one's, and those of flushes forced by transactional
         # writes (CoordinatorShard.flush_pending) in between.
         failed: dict[Any, CoordinatorError] = service.take_failed()

@@ -4,11 +4,13 @@ bug 6 of issue 11) and reloads the shard, reverting what was applied."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kafka.protocol.consumer import OffsetCommitResponse
 
 from broker import Broker
+from broker.coordinator.errors import AppendsFailed
 from protocol import records as rec
 from protocol.errors import ErrorCode
 from tests.support import groups as g
@@ -119,3 +121,22 @@ async def test_two_connections_waiting_on_one_failed_append_both_get_its_error(r
 
     await async_wait_until(reloaded, message="the shard reloaded without either commit")
     assert await g.fetched_offsets(b, second, {"t": [0]}) == {("t", 0): -1}
+
+
+async def test_commits_of_a_shard_unloaded_before_the_turn_ends_are_not_acknowledged(broker: Broker) -> None:
+    """A shard unloaded between a commit and its turn's append (its topic deleted, the shard
+    moved) cannot write the commit: the turn reports NOT_COORDINATOR for it, never success."""
+    broker.topics.create("t", 1)
+    coordinator = broker.coordinator
+    await asyncio.wait_for(coordinator.loaded.wait(), 30)
+    shard = coordinator.shard_for("unloaded")
+    commit = ("t", (0, 5, -1, -1, None))
+    codes, waiter = shard.commit_offsets("unloaded", -1, "", None, -1, 8, [commit], batched=True)
+    assert codes == [ErrorCode.NONE] and waiter is None
+    shard.unload()
+    try:
+        coordinator.flush_appends()
+    except AppendsFailed as exc:
+        assert exc.failed[shard].code == ErrorCode.NOT_COORDINATOR
+    else:
+        raise AssertionError("the turn claimed the unwritten commit was appended")
