@@ -30,6 +30,7 @@ import asyncio
 import errno
 import os
 import socket
+import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -57,8 +58,55 @@ _PAUSE_AT = 8 * 1024 * 1024
 # pass through the scratch buffer of _SCRATCH bytes, which is at least 4x larger.
 _DIRECT_AT = 64 * 1024
 _SCRATCH = 256 * 1024
-_SPARE_MAX = 4 * 1024 * 1024  # a larger frame's buffer is not kept for the next one
-_EMPTY_VIEW = memoryview(b"")
+_POOLED_MAX = 4 * 1024 * 1024  # a larger frame's buffer is not kept for the next one
+_POOLED = 8  # large-frame buffers kept per thread
+
+
+class _ReadBuffers(threading.local):
+    """What every connection of one thread's event loop reads into: one scratch buffer (the loop
+    calls get_buffer and buffer_updated of one connection back to back, and a connection keeps
+    only the bytes of a frame still arriving for itself), and the buffers of large frames, each
+    reused once nothing holds a view of it. An idle connection holds no buffer: 10,000 of them
+    must not cost 256 KiB each."""
+
+    def __init__(self) -> None:
+        self.scratch = bytearray(_SCRATCH)
+        self.scratch_view = memoryview(self.scratch)
+        self.pool: list[bytearray] = []
+
+    def frame_buffer(self, size: int) -> bytearray:
+        """A buffer of at least `size` bytes: a kept one nothing holds a view of, else a new one.
+        (A new 1 MiB bytearray per Produce cost an mmap, 256 page faults and a munmap each.)"""
+        for buf in self.pool:
+            if len(buf) >= size:
+                try:
+                    del buf[-1]  # BufferError while a view of it lives: a handler still holds its frame
+                except BufferError:
+                    continue
+                buf.append(0)  # back to its size, within its allocation
+                return buf
+        buf = bytearray(-(-size // _DIRECT_AT) * _DIRECT_AT)  # rounded up: frames of similar sizes share it
+        if len(buf) <= _POOLED_MAX:
+            if len(self.pool) >= _POOLED:
+                self.pool.pop(0)
+            self.pool.append(buf)
+        return buf
+
+
+_buffers = _ReadBuffers()
+
+
+class _LargeFrame:
+    """A large frame being read into its own buffer: the buffer, a view of the frame's `size`
+    bytes in it, and how many have arrived."""
+
+    __slots__ = ("buf", "filled", "view")
+
+    def __init__(self, buf: bytearray, size: int) -> None:
+        self.buf = buf
+        self.view = memoryview(buf)[:size]
+        self.filled = 0
+
 
 # _dispatch's answer for a frame that a black hole swallowed: it waits, unhandled, for the hole to close.
 _HELD = object()
@@ -83,15 +131,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer_host = "?"
         self.peer_port = 0
         self.peer_text = "?"
-        # Reading (get_buffer): the scratch buffer and how much of it holds bytes not yet framed;
-        # a large frame's own buffer, a view of it and how much of it has arrived.
-        self._scratch = bytearray(_SCRATCH)
-        self._scratch_view = memoryview(self._scratch)
-        self._scratch_end = 0
-        self._big: bytearray | None = None
-        self._big_view = _EMPTY_VIEW
-        self._big_filled = 0
-        self._spare: bytearray | None = None  # the last large frame's buffer, for the next (_frame_buffer)
+        # Reading (get_buffer): the bytes of a small frame still arriving (they go back to the
+        # front of the shared scratch buffer for the next read), or a large frame in its buffer
+        # (one attribute: an idle connection's size is what 10,000 of them cost).
+        self._reading: bytes | _LargeFrame = b""
         self._frames: deque[bytes | memoryview] = deque()
         self._queued_bytes = 0
         self._busy = False
@@ -195,10 +238,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 buffered_bytes=partial,
             )
         self._frames.clear()
-        self._scratch_end = 0
-        self._big = None
-        self._big_view = _EMPTY_VIEW
-        self._spare = None
+        self._reading = b""
         self._held = []
         self._drop_sendq()
         if self._delay_timer is not None:
@@ -218,24 +258,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # then into the connection's buffer, then once more into the frame).
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return self._big_view[self._big_filled :]
-        return self._scratch_view[self._scratch_end :]
+        reading = self._reading
+        if type(reading) is _LargeFrame:
+            return reading.view[reading.filled :]
+        view = _buffers.scratch_view
+        left = len(reading)
+        if left:
+            view[:left] = reading  # type: ignore[index]
+        return view[left:]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.closing or self._close_after_queue is not None:
-            self._scratch_end = 0
+            self._reading = b""
             return
         self.last_active = time.monotonic()
-        if self._big is not None:
-            self._big_filled += nbytes
-            if self._big_filled < len(self._big_view):
+        reading = self._reading
+        if type(reading) is _LargeFrame:
+            reading.filled += nbytes
+            if reading.filled < len(reading.view):
                 return
-            self._big_done()
+            self._reading = b""
+            self._large_done(reading)
             self.frame_started = 0.0
         else:
-            self._scratch_end += nbytes
-            self._split_scratch()
+            self._reading = b""
+            self._split_scratch(len(reading) + nbytes)
         if not self._busy:
             self._drain()
         if self._queued_bytes > _PAUSE_AT and not self._paused:
@@ -252,12 +299,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             view = view[n:]
             self.buffer_updated(n)
 
-    def _split_scratch(self) -> None:
-        """Queue the whole frames in the scratch buffer; keep the partial one at its start, or
-        give it a buffer of its own when it is large."""
-        buf = self._scratch
-        view = self._scratch_view
-        end = self._scratch_end
+    def _split_scratch(self, end: int) -> None:
+        """Queue the whole frames among the first `end` bytes of the scratch buffer; keep the
+        bytes of a partial one, or give it a buffer of its own when it is large."""
+        view = _buffers.scratch_view
         pos = 0
         max_request = self.max_request
         while end - pos >= 4:
@@ -267,64 +312,42 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # are still answered, in order, as Kafka does (it reads the next size only after
                 # the previous response is sent).
                 self._close_after_queue = f"request size {size} outside 0..{max_request}"
-                self._scratch_end = 0
                 return
             if size >= _DIRECT_AT:
                 # Its own buffer; what arrived of it so far is copied once (at most a read's worth).
                 have = min(end - pos - 4, size)
-                self._big = self._frame_buffer(size)
-                self._big_view = memoryview(self._big)[:size]
-                self._big_view[:have] = view[pos + 4 : pos + 4 + have]
-                self._big_filled = have
+                large = _LargeFrame(_buffers.frame_buffer(size), size)
+                large.view[:have] = view[pos + 4 : pos + 4 + have]
+                large.filled = have
                 pos += 4 + have
                 if have < size:
+                    self._reading = large
                     break
-                self._big_done()
+                self._large_done(large)
                 continue
             if end - pos - 4 < size:
                 break
             self._queue_frame(bytes(view[pos + 4 : pos + 4 + size]))
             pos += 4 + size
         left = end - pos
-        if pos and left:
-            buf[:left] = bytes(view[pos:end])  # a partial small frame: under _DIRECT_AT bytes
-        self._scratch_end = left
-        if left or self._big is not None:
+        if left:
+            self._reading = bytes(view[pos:end])  # a partial small frame: under _DIRECT_AT + 4 bytes
+        if left or type(self._reading) is _LargeFrame:
             if pos or not self.frame_started:
                 self.frame_started = self.last_active  # a frame still arriving started now
         else:
             self.frame_started = 0.0
 
-    def _big_done(self) -> None:
+    def _large_done(self, large: _LargeFrame) -> None:
         """A large frame is complete. A Produce frame is handed over as a view of its buffer
         (nothing writes it again); any other is copied once into bytes, as small frames are."""
-        frame = self._big
-        view = self._big_view
-        self._big = None
-        self._big_view = _EMPTY_VIEW
-        assert frame is not None
+        frame, view = large.buf, large.view
         if frame[0] == 0 and frame[1] == ApiKey.PRODUCE:
             self._queue_frame(view)
         else:
             data = bytes(view)
             view.release()
             self._queue_frame(data)
-
-    def _frame_buffer(self, size: int) -> bytearray:
-        """A buffer for a large frame: the previous one again once nothing holds a view of it.
-        (A new 1 MiB bytearray per Produce cost an mmap, 256 page faults and a munmap each.)"""
-        spare = self._spare
-        if spare is not None and len(spare) >= size:
-            try:
-                del spare[-1]  # BufferError while a view of it lives: a handler still holds its frame
-            except BufferError:
-                pass
-            else:
-                spare.append(0)  # back to its size, within its allocation
-                return spare
-        buf = bytearray(-(-size // _DIRECT_AT) * _DIRECT_AT)  # rounded up: frames of similar sizes share it
-        self._spare = buf if len(buf) <= _SPARE_MAX else None
-        return buf
 
     def _queue_frame(self, frame: bytes | memoryview) -> None:
         size = len(frame)
@@ -337,9 +360,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     @property
     def partial_bytes(self) -> int:
         """Bytes of a request frame that has not fully arrived (size prefix included)."""
-        if self._big is not None:
-            return 4 + self._big_filled
-        return self._scratch_end
+        reading = self._reading
+        if type(reading) is _LargeFrame:
+            return 4 + reading.filled
+        return len(reading)
 
     def eof_received(self) -> bool | None:
         return None

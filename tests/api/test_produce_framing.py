@@ -18,7 +18,7 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataRequest
 
-from broker import Broker, Config
+from broker import Broker, Config, connection
 from broker.connection import _DIRECT_AT, KafkaConnection
 from protocol import records as r
 from protocol.apis import MESSAGE_CLASSES, ApiKey
@@ -237,27 +237,44 @@ async def test_a_frame_over_the_limit_is_refused_before_its_buffer_is_made(make_
 async def test_a_large_frames_buffer_is_reused_only_once_nothing_holds_the_frame(make_config: Callable[..., Config]) -> None:
     # --fsync always: the first Produce parks (its handler holds a view of its frame) while the
     # second arrives; that one must get a buffer of its own. Once both are answered, the next
-    # large frame reuses the buffer instead of allocating another.
+    # large frame reuses a buffer instead of allocating another.
+    pool = connection._buffers.pool
     async with Broker(make_config(fsync="always")) as broker:
         broker.topics.create(TOPIC, 1)
+        pool.clear()
         conn, transport = connect(broker)
         first, second = produce_of_frame_size(1, 300 * 1024), produce_of_frame_size(2, 300 * 1024)
         feed(conn, first.frame)
-        assert conn.busy  # parked on its fsync, holding its frame
-        held = conn._spare
-        assert held is not None
+        assert conn.busy and len(pool) == 1  # parked on its fsync, holding its frame
+        held = pool[0]
         feed(conn, second.frame)
-        assert conn._spare is not held
+        assert len(pool) == 2 and pool[0] is held
         assert held[: len(first.frame) - 4] == first.frame[4:]  # what the parked handler holds is intact
         await async_wait_until(lambda: len(transport.out) and not conn.busy, timeout=10)
         offset = check_answers(broker, [first, second], bytes(transport.out), 0)
-        spare = conn._spare
         third = produce_of_frame_size(3, 300 * 1024 - 1000)
         transport.out.clear()
         feed(conn, third.frame)
-        assert conn._spare is spare
+        assert len(pool) == 2  # no new buffer
         await async_wait_until(lambda: len(transport.out) and not conn.busy, timeout=10)
         check_answers(broker, [third], bytes(transport.out), offset)
+
+
+async def test_an_idle_connection_holds_no_read_buffer(broker: Broker) -> None:
+    # The scratch buffer is the event loop's, not each connection's: 10,000 idle clients must
+    # not hold 256 KiB each. Between frames a connection keeps only the bytes of one still arriving.
+    broker.topics.create(TOPIC, 1)
+    reqs = stream(big=False)
+    data = b"".join(q.frame for q in reqs)
+    conn, transport = connect(broker)
+    feed(conn, data[:-10], range(0, len(data), 999))
+    assert conn.partial_bytes == len(reqs[-1].frame) - 10
+    held = [v for v in vars(conn).values() if isinstance(v, (bytes, bytearray, memoryview)) and len(v) > 0]
+    assert sum(len(v) for v in held) == len(reqs[-1].frame) - 10  # just the partial frame
+    feed(conn, data[-10:])
+    check_answers(broker, reqs, bytes(transport.out), 0)
+    held = [v for v in vars(conn).values() if isinstance(v, (bytes, bytearray, memoryview)) and len(v) > 0]
+    assert held == [] and conn.partial_bytes == 0
 
 
 def send_in_pieces_and_read(bootstrap: str, data: bytes, answers: int) -> bytes:
