@@ -58,6 +58,17 @@ def test_version_comes_from_the_package_metadata() -> None:
     assert done.returncode == 0 and done.stdout == f"kaflet {version('kaflet')} ({compiled.PATH})\n"  # which path runs
 
 
+def test_the_ready_line_names_the_code_path_and_pure_python_can_be_forced(tmp_path: Path) -> None:
+    """Issue 17: which path serves (protocol/_speedups.c or pure Python) is in the ready line;
+    KAFLET_PURE_PYTHON=1 forces the pure one even where the extension is built."""
+    for env, expected in (({}, compiled.PATH), ({"KAFLET_PURE_PYTHON": "1"}, "pure-python")):
+        bp = BrokerProcess(tmp_path / expected, env=env).start()
+        try:
+            assert bp.wait_for(lambda r: r.get("event") == "broker ready")["code_path"] == expected
+        finally:
+            bp.stop()
+
+
 def test_an_unknown_command_names_the_commands_and_exits_2() -> None:
     done = run("frobnicate")
     assert done.returncode == 2
