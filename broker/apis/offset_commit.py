@@ -48,11 +48,11 @@ class _Answer:
         if isinstance(codes, ErrorCode):
             failed = [codes] * self.commits if codes else []
         else:
-            failed = [c for c in codes if c]
+            failed = [c for c in codes if c] if any(codes) else []
         if self.unknown or failed:
             # The answer's error codes, for the request metrics (broker/metrics/errors.py).
             self.ctx.errors = [_UNKNOWN] * self.unknown + failed
-        return commit_codec.encode_answer(self.ctx.api_version, self.topics, self.limits, codes, _UNKNOWN)
+        return _encode_answer(self.ctx.api_version, self.topics, self.limits, codes, _UNKNOWN)
 
     def on_failure(self, exc: Exception) -> bytes | None:
         """The batch append of this loop turn failed somewhere (broker/coordinator/turn.py)."""
@@ -104,6 +104,7 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
 
 
 _UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+_encode_answer = commit_codec.encode_answer  # the compiled twin where it is built
 
 
 async def _after(waiter: Awaitable[Any], fill: Any, codes: list[ErrorCode]) -> Any:
