@@ -32,11 +32,23 @@ def consume(conn: Any, bootstrap: str, topic: str, partitions: int, total: int) 
     commits never joins the group: no group request is needed from the broker.
     fetch.queue.backoff.ms 0: by default librdkafka stops fetching a partition for 1 s once
     its local queue is over queued.min.messages, which capped both brokers at the same rate.
+    fetch.wait.max.ms 100 (librdkafka's default 500) on both brokers: once a large answer fills
+    librdkafka's local queue, its next Fetch names only partitions already read to their end, and
+    a broker parks that Fetch for fetch.wait.max.ms (Kafka does too) while librdkafka keeps one
+    Fetch in flight. kaflet answers as Kafka does (up to fetch.max.bytes per Fetch) and hit that
+    park in some runs and not others; 500 ms of it in a run of about a second made the ratio
+    swing 0.5x-1.7x. The mock answers one batch per partition and rarely fills the queue.
     """
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "bench-assign-only", "enable.auto.commit": False, "fetch.queue.backoff.ms": 0}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-assign-only",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 0,
+            "fetch.wait.max.ms": 100,
+        }
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got, errors = 0, []
