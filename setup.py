@@ -6,6 +6,8 @@ package is in pyproject.toml."""
 from __future__ import annotations
 
 import sys
+import zlib
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -27,7 +29,20 @@ class OptionalBuildExt(build_ext):
             print(f"kaflet: {ext.name} not built ({exc}); using pure Python", file=sys.stderr)
 
 
+SOURCE = Path(__file__).parent / "protocol" / "_speedups.c"
+# The digest of the C source the module is built from: protocol/compiled.py refuses a module
+# built from another version of it (a `git pull` without a rebuild) and runs pure Python instead.
+DIGEST = f"{zlib.crc32(SOURCE.read_bytes()):08x}"
+
 setup(
-    ext_modules=[Extension("protocol._speedups", ["protocol/_speedups.c"], extra_compile_args=["-O2"], optional=True)],
+    ext_modules=[
+        Extension(
+            "protocol._speedups",
+            ["protocol/_speedups.c"],
+            extra_compile_args=["-O2"],
+            define_macros=[("KAFLET_SOURCE_DIGEST", f'"{DIGEST}"')],
+            optional=True,
+        )
+    ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -906,6 +906,10 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "protocol._speedups", NULL, -1, methods};
 
+#ifndef KAFLET_SOURCE_DIGEST
+#define KAFLET_SOURCE_DIGEST ""
+#endif
+
 PyMODINIT_FUNC PyInit__speedups(void) {
     crc_init();
 #ifdef HAVE_HW_CRC
@@ -914,6 +918,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    /* setup.py passes the CRC-32 of this file: protocol/compiled.py compares it with the source beside it */
+    PyModule_AddStringConstant(m, "source_digest", KAFLET_SOURCE_DIGEST);
 #ifdef HAVE_HW_CRC
     PyModule_AddStringConstant(m, "crc32c_impl", use_hw ? "sse4.2" : "table");
 #else
