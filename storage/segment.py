@@ -63,44 +63,10 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 class Segment:
     """A segment and what is known about it. Only the last segment of a log is appended to."""
 
-    def __init__(self, directory: Path, base_offset: int, index_bytes: int, index_interval: int = 4096, *, create: bool = False) -> None:
-        self.dir = directory
-        self.index_interval = index_interval
-        self.base_offset = base_offset
-        name = segment_name(base_offset)
-        self.log_path = directory / (name + LOG_SUFFIX)
-        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
-        self.fd = os.open(self.log_path, flags, 0o644)
-        st = os.fstat(self.fd)
-        self.size = st.st_size
-        self.created_ms = int(time.time() * 1000)
-        self.flushed_size = self.size
-        self.cache_released = 0  # release_cache has handed the pages before this position back
-        self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
-        self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
-        self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
-        self.indexes_loaded = create
-        # What the tail holds; exact for the active segment, lazily known for older ones.
-        self.next_offset = base_offset
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = -1
-        self.first_batch_timestamp: int | None = -1 if create else None
-        self.bytes_since_index = 0
-        self.pins = 0  # FileRanges waiting to be sent from this segment's descriptor
-        self._unpinned_close = -1  # a descriptor closed while pinned: closed by the last unpin
-        if create:
-            try:
-                for index in (self.index, self.time_index):
-                    index.path.write_bytes(b"")
-            except OSError:
-                os.close(self.fd)
-                self.fd = -1
-                raise
-
-    @classmethod
-    def deferred(cls, directory: Path, base_offset: int, index_bytes: int, index_interval: int = 4096) -> Segment:
-        """An empty new segment whose files do not exist yet (fd -1): `create_files` makes them."""
-        self = cls.__new__(cls)
+    def __init__(
+        self, directory: Path, base_offset: int, index_bytes: int, index_interval: int = 4096, *, create: bool = False, defer: bool = False
+    ) -> None:
+        """An existing segment, a new one (`create`), or a new one whose files are made later (`defer`)."""
         self.dir = directory
         self.index_interval = index_interval
         self.base_offset = base_offset
@@ -108,25 +74,40 @@ class Segment:
         self.log_path = directory / (name + LOG_SUFFIX)
         self.fd = -1
         self.size = 0
+        if not defer:
+            flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
+            self.fd = os.open(self.log_path, flags, 0o644)
+            self.size = os.fstat(self.fd).st_size
         self.created_ms = int(time.time() * 1000)
-        self.flushed_size = 0
-        self.cache_released = 0
+        self.flushed_size = self.size
+        self.cache_released = 0  # release_cache has handed the pages before this position back
         self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, index_bytes)
         self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, index_bytes)
         self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
-        self.indexes_loaded = True
+        self.indexes_loaded = create or defer
+        # What the tail holds; exact for the active segment, lazily known for older ones.
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
-        self.first_batch_timestamp = -1
+        self.first_batch_timestamp: int | None = -1 if create or defer else None
         self.bytes_since_index = 0
-        self.pins = 0
-        self._unpinned_close = -1
-        return self
+        self.pins = 0  # FileRanges waiting to be sent from this segment's descriptor
+        self._unpinned_close = -1  # a descriptor closed while pinned: closed by the last unpin
+        if create:
+            self._create_index_files()
+
+    @classmethod
+    def deferred(cls, directory: Path, base_offset: int, index_bytes: int, index_interval: int = 4096) -> Segment:
+        """An empty new segment whose files do not exist yet (fd -1): `create_files` makes them."""
+        return cls(directory, base_offset, index_bytes, index_interval, defer=True)
 
     def create_files(self) -> None:
         """The files of a `deferred` segment (its directory exists)."""
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        self._create_index_files()
+
+    def _create_index_files(self) -> None:
+        """Empty index files beside a new log file; the log's descriptor is closed if they cannot be made."""
         try:
             for index in (self.index, self.time_index):
                 index.path.write_bytes(b"")
