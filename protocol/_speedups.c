@@ -339,6 +339,23 @@ static int put_be(Out *o, uint64_t v, int bytes) {
     return put(o, tmp, (size_t)bytes);
 }
 
+/* A topic name in a request or answer: COMPACT_STRING when flexible, else STRING (int16 length). */
+static int put_name(Out *o, PyObject *name, int flexible) {
+    Py_ssize_t nlen;
+    const char *raw = PyUnicode_AsUTF8AndSize(name, &nlen);
+    if (raw == NULL) return -1;
+    if (flexible) {
+        if (put_uvarint(o, (uint64_t)nlen + 1) < 0) return -1;
+    } else {
+        if (nlen > 32767) {
+            PyErr_SetString(PyExc_OverflowError, "topic name too long");
+            return -1;
+        }
+        if (put_be(o, (uint64_t)nlen, 2) < 0) return -1;
+    }
+    return put(o, raw, (size_t)nlen);
+}
+
 static int long_in(PyObject *obj, long long lo, long long hi, long long *out) {
     long long v = PyLong_AsLongLong(obj);
     if (v == -1 && PyErr_Occurred()) return -1;
@@ -371,19 +388,7 @@ static PyObject *py_encode_commit_response(PyObject *self, PyObject *args) {
         }
         name = PyTuple_GET_ITEM(row, 0);
         parts = PyTuple_GET_ITEM(row, 1);
-        Py_ssize_t nlen;
-        const char *raw = PyUnicode_AsUTF8AndSize(name, &nlen);
-        if (raw == NULL) goto done;
-        if (flexible) {
-            if (put_uvarint(&o, (uint64_t)nlen + 1) < 0) goto done;
-        } else {
-            if (nlen > 32767) {
-                PyErr_SetString(PyExc_OverflowError, "topic name too long");
-                goto done;
-            }
-            if (put_be(&o, (uint64_t)nlen, 2) < 0) goto done;
-        }
-        if (put(&o, raw, (size_t)nlen) < 0) goto done;
+        if (put_name(&o, name, flexible) < 0) goto done;
         PyObject *pseq = PySequence_Fast(parts, "partitions must be a sequence");
         if (pseq == NULL) goto done;
         Py_ssize_t np = PySequence_Fast_GET_SIZE(pseq);
@@ -446,19 +451,7 @@ static PyObject *py_encode_commit_answer(PyObject *self, PyObject *args) {
         }
         if (long_in(PyList_GET_ITEM(limits, t), 0, INT32_MAX, &limit) < 0) goto done;
         PyObject *parts = PyTuple_GET_ITEM(row, 1);
-        Py_ssize_t nlen;
-        const char *raw = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(row, 0), &nlen);
-        if (raw == NULL) goto done;
-        if (flexible) {
-            if (put_uvarint(&o, (uint64_t)nlen + 1) < 0) goto done;
-        } else {
-            if (nlen > 32767) {
-                PyErr_SetString(PyExc_OverflowError, "topic name too long");
-                goto done;
-            }
-            if (put_be(&o, (uint64_t)nlen, 2) < 0) goto done;
-        }
-        if (put(&o, raw, (size_t)nlen) < 0) goto done;
+        if (put_name(&o, PyTuple_GET_ITEM(row, 0), flexible) < 0) goto done;
         Py_ssize_t np = PyList_GET_SIZE(parts);
         if ((flexible ? put_uvarint(&o, (uint64_t)np + 1) : put_be(&o, (uint64_t)np, 4)) < 0) goto done;
         for (Py_ssize_t i = 0; i < np; i++) {
