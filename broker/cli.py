@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import sys
 from collections.abc import Callable
@@ -140,6 +141,8 @@ def main(argv: list[str] | None = None, serve_by_default: bool = False) -> int:
         sys.stderr.write(usage())
         sys.stderr.write(f"\nkaflet: unknown command {argv[0]!r} (commands: {', '.join(c.name for c in COMMANDS)})\n")
         return 2
+    if command.name != "serve":
+        gc.enable()  # `kaflet` turns it off for a broker's start-up only (broker/__main__.py)
     module, _, function = command.run.partition(":")
     entry = getattr(importlib.import_module(module), function)
     return int(entry(argv))

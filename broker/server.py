@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import shutil
 import signal
 import tempfile
@@ -359,6 +360,9 @@ async def serve_until_signalled(start: Callable[[], Awaitable[object]], stop: Ca
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
     await start()
+    if not gc.isenabled():  # off for start-up (broker/__main__.py): what start-up built is kept for good
+        gc.freeze()
+        gc.enable()
     await stopping.wait()
     log.info("shutting down")
     await stop()

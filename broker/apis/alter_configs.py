@@ -30,8 +30,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from kafka.protocol.admin import AlterConfigsResponse, IncrementalAlterConfigsResponse
-
 from broker import topic_configs
 from broker.apis.describe_configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, _broker_id, _ResourceError
 from broker.config_types import ConfigError, ConfigType, parse, render
@@ -42,8 +40,11 @@ from broker.coordinator.group_configs import definitions as group_definitions
 from broker.dynamic import broker_configs as dynamic
 from broker.registry import api
 from broker.topics import name_error
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+AlterConfigsResponse = lazy_response(ApiKey.ALTER_CONFIGS)
+IncrementalAlterConfigsResponse = lazy_response(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _TYPES = {TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER", CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}

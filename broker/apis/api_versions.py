@@ -6,14 +6,14 @@ import re
 from functools import cache
 from typing import Any
 
-from kafka.protocol.metadata import ApiVersionsResponse
-
 from broker.context import RequestContext
 from broker.registry import api, served
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
 # Kafka's ApiVersionsRequest.isValid pattern for client software name and version.
+
+ApiVersionsResponse = lazy_response(ApiKey.API_VERSIONS)
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 _Key = ApiVersionsResponse.ApiVersion
 

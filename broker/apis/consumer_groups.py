@@ -15,9 +15,11 @@ from broker.coordinator.consumer.manager import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
 from protocol import kip848_codec
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
-from protocol.kip848 import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+
+ConsumerGroupDescribeResponse = lazy_response(ApiKey.CONSUMER_GROUP_DESCRIBE)
+ConsumerGroupHeartbeatResponse = lazy_response(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 
 _Described = ConsumerGroupDescribeResponse.DescribedGroup
 _Member = _Described.Member

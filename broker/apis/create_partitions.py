@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kafka.protocol.admin import CreatePartitionsResponse
-
 from broker.context import RequestContext
 from broker.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment
 from broker.registry import api
 from broker.topics import INTERNAL_TOPICS, TopicError
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+CreatePartitionsResponse = lazy_response(ApiKey.CREATE_PARTITIONS)
 
 _Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 

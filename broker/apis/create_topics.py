@@ -23,16 +23,16 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsResponse
-
 from broker import topic_configs
 from broker.config_types import ConfigError
 from broker.context import RequestContext
 from broker.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment, check_replication_factor
 from broker.registry import api
 from broker.topics import INTERNAL_TOPICS, TopicError
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+CreateTopicsResponse = lazy_response(ApiKey.CREATE_TOPICS)
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 _Result = CreateTopicsResponse.CreatableTopicResult

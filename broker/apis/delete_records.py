@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import DeleteRecordsResponse
-
 from broker.apis.produce import ADMIN_CLIENT_ID
 from broker.context import RequestContext
 from broker.registry import api
 from broker.topics import INTERNAL_TOPICS
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 from storage.errors import LogError
+
+DeleteRecordsResponse = lazy_response(ApiKey.DELETE_RECORDS)
 
 _Topic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _Partition = _Topic.DeleteRecordsPartitionResult

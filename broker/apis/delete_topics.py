@@ -15,12 +15,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kafka.protocol.admin import DeleteTopicsResponse
-
 from broker.context import RequestContext
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+DeleteTopicsResponse = lazy_response(ApiKey.DELETE_TOPICS)
 
 _Result = DeleteTopicsResponse.DeletableTopicResult
 ZERO_UUID = uuid.UUID(int=0)

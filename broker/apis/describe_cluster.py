@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import DescribeClusterResponse
-
 from broker.apis.metadata import CLUSTER_OPERATIONS, brokers_of
 from broker.context import RequestContext
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+DescribeClusterResponse = lazy_response(ApiKey.DESCRIBE_CLUSTER)
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 _Broker = DescribeClusterResponse.DescribeClusterBroker

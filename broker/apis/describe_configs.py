@@ -22,15 +22,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kafka.protocol.admin import DescribeConfigsResponse
-
 from broker import broker_configs, topic_configs
 from broker.config_types import ConfigEntry, ConfigSource, ConfigType
 from broker.context import RequestContext
 from broker.registry import api
 from broker.topics import name_error
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+DescribeConfigsResponse = lazy_response(ApiKey.DESCRIBE_CONFIGS)
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = _Result.DescribeConfigsResourceResult

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.metadata import FindCoordinatorResponse
-
 from broker.context import RequestContext
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+FindCoordinatorResponse = lazy_response(ApiKey.FIND_COORDINATOR)
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 _Coordinator = FindCoordinatorResponse.Coordinator

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
-
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+DeleteGroupsResponse = lazy_response(ApiKey.DELETE_GROUPS)
+DescribeGroupsResponse = lazy_response(ApiKey.DESCRIBE_GROUPS)
+ListGroupsResponse = lazy_response(ApiKey.LIST_GROUPS)
 
 _Described = DescribeGroupsResponse.DescribedGroup
 _Member = _Described.DescribedGroupMember

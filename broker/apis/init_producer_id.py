@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kafka.protocol.producer import InitProducerIdResponse
-
 from broker.context import RequestContext
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+InitProducerIdResponse = lazy_response(ApiKey.INIT_PRODUCER_ID)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -13,15 +13,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kafka.protocol.consumer import JoinGroupResponse
-
 from broker.context import RequestContext
 from broker.coordinator.classic import JoinResult
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.coordinator.rebalance import JoinRequest
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+JoinGroupResponse = lazy_response(ApiKey.JOIN_GROUP)
 
 _Member = JoinGroupResponse.JoinGroupResponseMember
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import LeaveGroupResponse
-
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+LeaveGroupResponse = lazy_response(ApiKey.LEAVE_GROUP)
 
 _Member = LeaveGroupResponse.MemberResponse
 

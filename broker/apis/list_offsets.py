@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import ListOffsetsResponse
-
 from broker.context import RequestContext
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 from storage.log import PartitionLog, now_ms
+
+ListOffsetsResponse = lazy_response(ApiKey.LIST_OFFSETS)
 
 _Topic = ListOffsetsResponse.ListOffsetsTopicResponse
 _Partition = _Topic.ListOffsetsPartitionResponse

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.metadata import MetadataResponse
-
 from broker.context import RequestContext
 from broker.registry import api
 from broker.topics import INTERNAL_TOPICS, Topic, name_error
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+MetadataResponse = lazy_response(ApiKey.METADATA)
 
 _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic

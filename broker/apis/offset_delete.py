@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from kafka.protocol.consumer import OffsetDeleteResponse
-
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+OffsetDeleteResponse = lazy_response(ApiKey.OFFSET_DELETE)
 
 _Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 _Partition = _Topic.OffsetDeleteResponsePartition

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import OffsetFetchResponse
-
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+OffsetFetchResponse = lazy_response(ApiKey.OFFSET_FETCH)
 
 _OldTopic = OffsetFetchResponse.OffsetFetchResponseTopic
 _OldPartition = _OldTopic.OffsetFetchResponsePartition

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import OffsetForLeaderEpochResponse
-
 from broker.context import RequestContext
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 from storage.log import LEADER_EPOCH
+
+OffsetForLeaderEpochResponse = lazy_response(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 
 _Topic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _Partition = _Topic.EpochEndOffset

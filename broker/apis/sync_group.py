@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kafka.protocol.consumer import SyncGroupResponse
-
 from broker.context import RequestContext
 from broker.coordinator.classic import SyncResult
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.coordinator.rebalance import SyncRequest
 from broker.registry import api
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+SyncGroupResponse = lazy_response(ApiKey.SYNC_GROUP)
 
 
 def encode(version: int, r: SyncResult) -> Any:

@@ -16,15 +16,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kafka.protocol.admin import DescribeProducersResponse, DescribeTransactionsResponse, ListTransactionsResponse
-
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError
 from broker.coordinator.shard import ShardState
 from broker.registry import api
 from broker.txn.metadata import STATE_NAMES, STATES_BY_NAME, TxnState
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+DescribeProducersResponse = lazy_response(ApiKey.DESCRIBE_PRODUCERS)
+DescribeTransactionsResponse = lazy_response(ApiKey.DESCRIBE_TRANSACTIONS)
+ListTransactionsResponse = lazy_response(ApiKey.LIST_TRANSACTIONS)
 
 _Listed = ListTransactionsResponse.TransactionState
 _Described = DescribeTransactionsResponse.TransactionState

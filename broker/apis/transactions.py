@@ -23,19 +23,17 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from kafka.protocol.producer import (
-    AddOffsetsToTxnResponse,
-    AddPartitionsToTxnResponse,
-    EndTxnResponse,
-    TxnOffsetCommitResponse,
-)
-
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
 from broker.topics import OFFSETS_TOPIC
-from protocol.apis import ApiKey
+from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+
+AddOffsetsToTxnResponse = lazy_response(ApiKey.ADD_OFFSETS_TO_TXN)
+AddPartitionsToTxnResponse = lazy_response(ApiKey.ADD_PARTITIONS_TO_TXN)
+EndTxnResponse = lazy_response(ApiKey.END_TXN)
+TxnOffsetCommitResponse = lazy_response(ApiKey.TXN_OFFSET_COMMIT)
 
 _TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 _PartitionResult = _TopicResult.AddPartitionsToTxnPartitionResult

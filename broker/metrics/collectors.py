@@ -47,6 +47,7 @@ from broker.coordinator.classic import GroupState
 from broker.metrics.requests import error_name
 from broker.metrics.stats import REQUEST_BUCKETS, Histogram
 from broker.registry import REGISTRY
+from protocol.apis import message_name
 
 if TYPE_CHECKING:
     from broker.metrics.service import MetricsService
@@ -56,10 +57,9 @@ SHARD_STATES = ("loading", "active", "failed", "unloaded")
 
 def api_name(api_key: int) -> str:
     """Kafka's name for the API ("OffsetCommit"), as its request metrics label it."""
-    spec = REGISTRY.get(api_key)
-    if spec is None:
+    if api_key not in REGISTRY:
         return str(api_key)
-    return str(spec.request_cls.__name__).removesuffix("Request")
+    return message_name(api_key)  # the name of its kafka-python classes, without building them
 
 
 def _histogram(family: HistogramMetricFamily, labels: list[str], h: Histogram) -> None:
