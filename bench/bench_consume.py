@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import time
 from typing import Any
 
@@ -53,7 +54,7 @@ def consume(conn: Any, bootstrap: str, topic: str, partitions: int, total: int) 
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got, errors = 0, []
     t_first = cpu_first = 0.0
-    first_batch = 0
+    first_batch = faults_first = 0
     deadline = time.perf_counter() + 120
     while got < total:
         if time.perf_counter() > deadline:
@@ -66,10 +67,19 @@ def consume(conn: Any, bootstrap: str, topic: str, partitions: int, total: int) 
                 got += 1
         if batch and not t_first:
             t_first, cpu_first, first_batch = time.perf_counter(), time.process_time(), got
+            faults_first = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     elapsed = time.perf_counter() - t_first
     cpu = time.process_time() - cpu_first
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_first
     consumer.close()
-    return {"count": got - first_batch, "seconds": elapsed, "cpu": cpu / elapsed, "errors": errors[:5], "failed": len(errors)}
+    return {
+        "count": got - first_batch,
+        "seconds": elapsed,
+        "cpu": cpu / elapsed,
+        "faults": faults,
+        "errors": errors[:5],
+        "failed": len(errors),
+    }
 
 
 def fill(target: Any, topic: str, size: int, partitions: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import time
 from typing import Any
 
@@ -44,6 +45,7 @@ def produce(
     producer.produce(topic, payload, partition=0)  # connection and metadata before the clock starts
     if producer.flush(30):
         raise RuntimeError("warm-up record not delivered")
+    faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     cpu0, t0 = time.process_time(), time.perf_counter()
     stop = t0 + seconds
     send = producer.produce
@@ -65,6 +67,7 @@ def produce(
         "count": sent,
         "seconds": elapsed,
         "cpu": (time.process_time() - cpu0) / elapsed,
+        "faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0,
         "undelivered": left,
         "errors": errors[:5],
         "failed": len(errors),
@@ -104,15 +107,25 @@ def throughput_rows(label: str, runs: dict[str, list[dict[str, Any]]], size: int
     """MB/s and records/s (median run) plus the client's CPU, for a produce or consume run."""
 
     def pick(name: str, f: Any) -> float | None:
-        return median([f(r) for r in runs[name]]) if runs[name] else None
+        values = [v for v in map(f, runs[name]) if v is not None]
+        return median(values) if values else None
+
+    def per_mb(value: float, r: dict[str, Any]) -> float | None:
+        return value * 1e6 / (r["count"] * size) if r["count"] else None  # a --quick read can start at its end
 
     mbps = [pick(n, lambda r: r["count"] * size / r["seconds"] / 1e6) for n in ("kaflet", "mock")]
     rate = [pick(n, lambda r: r["count"] / r["seconds"]) for n in ("kaflet", "mock")]
     cpu = [pick(n, lambda r: r["cpu"]) for n in ("kaflet", "mock")]
     broker = [pick(n, lambda r: r["broker_cpu"]) for n in ("kaflet", "mock")]
+    # Where the time goes, per MB of values: on 2 cores the client's own cost decides as much as
+    # the broker's, and it differs by broker (bench/README.md, issue 17's figures).
+    cpu_ms = [pick(n, lambda r: per_mb(r["cpu"] * r["seconds"] * 1000, r)) for n in ("kaflet", "mock")]
+    faults = [pick(n, lambda r: per_mb(r["faults"], r)) for n in ("kaflet", "mock")]
     return [
         Row(f"{label} throughput", "MB/s", mbps[0], mbps[1], target=target, note=note),
         Row(f"{label} throughput", "msg/s", rate[0], rate[1], target=target, note=note),
         Row(f"{label} broker CPU", "cores", broker[0], broker[1], compare=False, note=note),
         Row(f"{label} client CPU", "cores", cpu[0], cpu[1], compare=False, note=note),
+        Row(f"{label} client CPU per MB", "ms", cpu_ms[0], cpu_ms[1], compare=False, note=note),
+        Row(f"{label} client page faults per MB", "faults", faults[0], faults[1], compare=False, note=note),
     ]

@@ -112,3 +112,26 @@ async def test_mock_baseline_old_coordinator_answers_offset_commit_not_coordinat
         finally:
             await old.close()
             await new.close()
+
+
+def test_quick_produce_and_consume_report_the_clients_cost_per_mb(tmp_path: Path) -> None:
+    """The client's CPU and page faults per MB sit beside each throughput (issue 17's why-not rows)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "produce", "consume", "--quick", "--results-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    [path] = tmp_path.glob("*.json")
+    benchmarks = json.loads(path.read_text())["benchmarks"]
+    for name in ("produce", "consume"):
+        assert "error" not in benchmarks[name], benchmarks[name]
+        rows = {r["name"]: r for r in benchmarks[name]["rows"]}
+        for size in (100, 1024):
+            for figure in ("client CPU per MB", "client page faults per MB"):
+                row = rows[f"{name} {size} B {figure}"]
+                assert row["ratio"] is None  # context beside the target, not a second ratio
+    produced = {r["name"]: r for r in benchmarks["produce"]["rows"]}["produce 1024 B client CPU per MB"]
+    assert produced["kaflet"] > 0 and produced["baseline"] > 0
