@@ -19,6 +19,20 @@ from bench.runner import BENCHMARKS
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def run_quick(tmp_path: Path, *names: str, timeout: float = 120) -> tuple[str, dict[str, Any]]:
+    """`python -m bench NAMES --quick`: its output and the benchmarks of its results file."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", *names, "--quick", "--results-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    [path] = tmp_path.glob("*.json")
+    return out.stdout, json.loads(path.read_text())["benchmarks"]
+
+
 def test_every_benchmark_module_loads() -> None:
     out = subprocess.run([sys.executable, "-m", "bench", "--list"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -26,18 +40,9 @@ def test_every_benchmark_module_loads() -> None:
 
 
 def test_quick_metadata_benchmark_runs_against_kaflet_and_the_mock(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "bench", "metadata", "--quick", "--results-dir", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "Metadata requests/s" in out.stdout
-    [path] = tmp_path.glob("*.json")
-    results = json.loads(path.read_text())
-    entry = results["benchmarks"]["metadata"]
+    stdout, benchmarks = run_quick(tmp_path, "metadata", timeout=120)
+    assert "Metadata requests/s" in stdout
+    entry = benchmarks["metadata"]
     assert "error" not in entry
     rate = next(r for r in entry["rows"] if r["name"] == "Metadata requests/s")
     assert rate["kaflet"] > 0 and rate["baseline"] > 0
@@ -46,16 +51,8 @@ def test_quick_metadata_benchmark_runs_against_kaflet_and_the_mock(tmp_path: Pat
 
 
 def test_quick_metrics_benchmark_measures_the_real_endpoint(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "bench", "metrics", "--quick", "--results-dir", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    [path] = tmp_path.glob("*.json")
-    entry = json.loads(path.read_text())["benchmarks"]["metrics"]
+    _, benchmarks = run_quick(tmp_path, "metrics", timeout=300)
+    entry = benchmarks["metrics"]
     assert "error" not in entry
     rows = {r["name"]: r for r in entry["rows"]}
     for name in (
@@ -70,16 +67,8 @@ def test_quick_metrics_benchmark_measures_the_real_endpoint(tmp_path: Path) -> N
 
 
 def test_quick_assignors_benchmark_times_and_compares_spreads(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "bench", "assignors", "--quick", "--results-dir", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    [path] = tmp_path.glob("*.json")
-    entry = json.loads(path.read_text())["benchmarks"]["assignors"]
+    _, benchmarks = run_quick(tmp_path, "assignors", timeout=120)
+    entry = benchmarks["assignors"]
     assert "error" not in entry
     rows = {r["name"]: r for r in entry["rows"]}
     lag_aware = next(r for name, r in rows.items() if name.startswith("lag-aware assign"))
@@ -116,16 +105,7 @@ async def test_mock_baseline_old_coordinator_answers_offset_commit_not_coordinat
 
 def test_quick_produce_and_consume_report_the_clients_cost_per_mb(tmp_path: Path) -> None:
     """The client's CPU and page faults per MB sit beside each throughput (issue 17's why-not rows)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "bench", "produce", "consume", "--quick", "--results-dir", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    [path] = tmp_path.glob("*.json")
-    benchmarks = json.loads(path.read_text())["benchmarks"]
+    _, benchmarks = run_quick(tmp_path, "produce", "consume", timeout=180)
     for name in ("produce", "consume"):
         assert "error" not in benchmarks[name], benchmarks[name]
         rows = {r["name"]: r for r in benchmarks[name]["rows"]}
