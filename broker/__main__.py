@@ -6,8 +6,8 @@ import sys
 
 def run(serve_by_default: bool = False) -> int:
     # Start-up allocates a great many long-lived objects (modules, classes, functions) and frees
-    # few, so the cyclic collector's passes over them are wasted work: about 7 ms of the ~145 ms
-    # to the ready line. It is off until then: broker.server.serve_until_signalled freezes what
+    # few, so the cyclic collector's passes over them are wasted work (4-7 ms measured on the way
+    # to the ready line). It is off until then: broker.server.serve_until_signalled freezes what
     # start-up built (never scanned again) and turns it back on; other commands turn it on at once.
     gc.disable()
     try:

@@ -74,7 +74,7 @@ _NAMES: dict[int, str] = {55: "DescribeQuorum", 74: "ListConfigResources"}  # ke
 
 
 def message_name(key: int) -> str:
-    """Kafka's name of the API (\"OffsetCommit\"): its message classes are <name>Request/<name>Response."""
+    """Kafka's name of the API ("OffsetCommit"): its message classes are <name>Request/<name>Response."""
     if key in _NAMES:
         return _NAMES[key]
     return "".join(part.capitalize() for part in ApiKey(key).name.split("_"))
