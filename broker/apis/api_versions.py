@@ -11,9 +11,9 @@ from broker.registry import api, served
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
-# Kafka's ApiVersionsRequest.isValid pattern for client software name and version.
-
 ApiVersionsResponse = lazy_response(ApiKey.API_VERSIONS)
+
+# Kafka's ApiVersionsRequest.isValid pattern for client software name and version.
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 _Key = ApiVersionsResponse.ApiVersion
 

@@ -46,7 +46,7 @@ class RequestMetrics:
         self.latency: dict[tuple[int, int], Histogram] = {}
         self.errors: dict[tuple[int, int, int], int] = {}
         # Each (api key, version)'s pending durations, by [api key][version]: the hooks append to
-        # a list found by two indexings, and do nothing else on the common path. Measured in the
+        # an array found by two indexings, and do nothing else on the common path. Measured in the
         # broker, every further attribute, test or hash there cost ~0.1-0.3 us per request.
         self.table: list[list[array[float] | None]] = [[None] * _VERSIONS for _ in range(_API_KEYS)]
 
