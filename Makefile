@@ -15,7 +15,12 @@ APT_PACKAGES := kcat prometheus golang-go golang-github-shopify-sarama-dev
 # KafkaJS tests (tests/clients/test_alter_configs_clients.py) need node and npm: apt-deps adds
 # nodejs and npm when either command is missing (a machine may have its own Node).
 
-.PHONY: run test test-fast bench fuzz lint apt-deps java clean
+.PHONY: run test test-fast bench fuzz lint apt-deps java jvm clean
+
+# What the build downloads and compiles for the tests (Maven's classpaths and classes, Go
+# binaries) lives here, outside the source tree; Maven's own repository stays in ~/.m2.
+KAFLET_CACHE ?= $(HOME)/.cache/kaflet
+export KAFLET_CACHE
 
 # kaflet needs Python 3.11 or newer: say so before anything is created.
 define CHECK_PYTHON
@@ -77,10 +82,23 @@ apt-deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $$missing; status=$$?; \
 	  if [ -n "$$policy" ]; then $(SUDO) rm -f /usr/sbin/policy-rc.d; fi; exit $$status; fi
 
-# Spark (the pipeline's tests and bench) needs a Java 17+ runtime; any java on PATH serves.
+# A JDK 17+ and Maven: Spark (the pipeline's tests and bench) and Kafka 4.4 (the reference broker
+# of tests/differential) run on it, and tests/jvm's Java programs are compiled with it.
 java:
-	@java -version >/dev/null 2>&1 || { echo "installing a Java runtime for Spark"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends openjdk-17-jre-headless; }
+	@missing=""; javac -version >/dev/null 2>&1 || missing="openjdk-17-jdk-headless"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
+	if [ -n "$$missing" ]; then echo "installing$$missing for the JVM pieces of the tests"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $$missing; fi
+
+# The JVM pieces of the tests (tests/jvm/pom.xml: Kafka 4.4 itself, ...), fetched from Maven
+# Central into ~/.m2 and described in $(KAFLET_CACHE)/jvm. A second run finds them there. When
+# Maven fails, the tests that need it fail with Maven's reason (tests/support/jvm.py); the rest run.
+jvm: java
+	@mkdir -p $(KAFLET_CACHE)/jvm
+	@if mvn -B -q -Dstyle.color=never -f tests/jvm/pom.xml -Dkaflet.cache=$(KAFLET_CACHE) package > $(KAFLET_CACHE)/jvm/maven.log 2>&1; \
+	then rm -f $(KAFLET_CACHE)/jvm/maven.error; \
+	else tail -n 40 $(KAFLET_CACHE)/jvm/maven.log > $(KAFLET_CACHE)/jvm/maven.error; \
+	  echo >&2 "Maven could not build tests/jvm (see $(KAFLET_CACHE)/jvm/maven.log); the tests that need it will fail with its reason"; fi
 
 # The tests of the code that has a compiled twin (protocol/_speedups.c) run once more on the
 # pure-Python path, which is what runs where no C compiler was found at install time.
@@ -88,7 +106,7 @@ PURE_TESTS := tests/unit/test_commit_codec.py tests/unit/test_records.py tests/u
 	tests/conformance/test_offset_commit.py tests/conformance/test_offset_fetch.py tests/conformance/test_txn_offset_commit.py \
 	tests/api/test_offsets.py
 
-test: $(VENV)/.installed-test apt-deps java
+test: $(VENV)/.installed-test apt-deps jvm
 	$(BIN)/python -m pytest -q
 	KAFLET_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(PURE_TESTS)
 

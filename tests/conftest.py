@@ -94,3 +94,22 @@ def broker_proc(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     for bp in started:
         if bp.alive:
             bp.kill()
+
+
+@pytest.fixture(scope="session")
+def kafka_reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Apache Kafka 4.4 in KRaft combined mode on free loopback ports, one per test session
+    (tests/support/kafka_reference.py), with kaflet's group settings (initial delay 0, 250 ms
+    consumer heartbeats). A test that needs it and cannot have it fails with the reason."""
+    from tests.support.jvm import JvmUnavailable
+    from tests.support.kafka_reference import KafkaReference
+
+    kafka = KafkaReference(tmp_path_factory.mktemp("kafka-reference"))
+    try:
+        kafka.start()
+    except JvmUnavailable as exc:
+        pytest.fail(f"the reference broker (Apache Kafka 4.4) cannot run: {exc}", pytrace=False)
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
