@@ -18,12 +18,13 @@ def test_the_pipeline_extra_and_package_are_declared() -> None:
     assert "pipeline*" in project["tool"]["setuptools"]["packages"]["find"]["include"]
 
 
-def test_make_test_installs_a_java_runtime_only_when_none_is_there() -> None:
+def test_make_test_installs_a_jdk_and_maven_only_when_none_is_there() -> None:
     recipe = subprocess.run(["make", "-n", "java"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "java -version" in recipe
-    assert "--no-install-recommends openjdk-17-jre-headless" in recipe
-    test_deps = subprocess.run(["make", "-n", "-p", "test"], cwd=ROOT, capture_output=True, text=True).stdout
-    assert any(line.startswith("test:") and "java" in line.split() for line in test_deps.splitlines())
+    assert "javac -version" in recipe and "command -v mvn" in recipe
+    assert "openjdk-17-jdk-headless" in recipe and "maven" in recipe and "--no-install-recommends" in recipe
+    rules = subprocess.run(["make", "-n", "-p", "test"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
+    assert any(line.startswith("test:") and "jvm" in line.split() for line in rules)
+    assert any(line.startswith("jvm:") and "java" in line.split() for line in rules)
     installed = subprocess.run(["make", "-n", "-B", ".venv/.installed-test"], cwd=ROOT, capture_output=True, text=True).stdout
     assert "pipeline]" in installed
 
