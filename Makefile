@@ -8,10 +8,9 @@ SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 # - kcat: tests/clients drive it as one more real client (librdkafka's command-line tool);
 # - prometheus: for its promtool, which checks that /metrics is valid exposition text
 #   (tests/observability). Debian ships promtool only inside the server's package; it is
-#   installed without recommended packages and its service is never started (see apt-deps);
-# - golang-go and golang-github-shopify-sarama-dev: the Go (Sarama) quick start is built and run
-#   by tests/clients/test_quickstarts.py.
-APT_PACKAGES := kcat prometheus golang-go golang-github-shopify-sarama-dev
+#   installed without recommended packages and its service is never started (see apt-deps).
+# The Go quick starts are built by `make go` with the modules from the Go module proxy.
+APT_PACKAGES := kcat prometheus
 # KafkaJS tests (tests/clients/test_alter_configs_clients.py) need node and npm: apt-deps adds
 # nodejs and npm when either command is missing (a machine may have its own Node).
 

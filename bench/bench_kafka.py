@@ -98,6 +98,20 @@ def _first_metadata(bootstrap: str, t0: float, proc: subprocess.Popen[bytes]) ->
         time.sleep(0.002)
 
 
+def ensure_topic(target: Any, name: str, partitions: int) -> None:
+    """wire.ensure_topic, waiting out Kafka's asynchronous creation (its Metadata can list a new
+    topic without partitions for a moment)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            wire.ensure_topic(target, name, partitions)
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def idle_rss(target: Any) -> float:
     wire.api_versions(target.bootstrap)
     with wire.SyncClient(target.bootstrap) as client:
@@ -113,7 +127,7 @@ def throughput(ctx: Context, kaflet: Any, kafka: Any) -> list[Row]:
         runs: dict[str, list[dict[str, Any]]] = {"kaflet": [], "mock": []}
         topic = f"bench-kafka-produce-{size}"
         for target in (kaflet, kafka):
-            wire.ensure_topic(target, topic, 1)
+            ensure_topic(target, topic, 1)
         for _ in range(ctx.reps):
             runs["kaflet"].append(bench_produce.measure(kaflet, topic, size, seconds))
             runs["mock"].append(bench_produce.measure(kafka, topic, size, seconds))
@@ -121,6 +135,8 @@ def throughput(ctx: Context, kaflet: Any, kafka: Any) -> list[Row]:
     for size, partitions in CONSUME_PARTITIONS.items():
         partitions = 2 if ctx.quick else partitions
         topic = f"bench-kafka-consume-{size}"
+        for t in (kaflet, kafka):
+            ensure_topic(t, topic, partitions)
         total = {t.name: bench_consume.fill(t, topic, size, partitions) for t in (kaflet, kafka)}
         runs = {"kaflet": [], "mock": []}
         for _ in range(ctx.reps):
@@ -137,6 +153,7 @@ def throughput(ctx: Context, kaflet: Any, kafka: Any) -> list[Row]:
 
 def offset_commits(ctx: Context, kaflet: Any, kafka: Any) -> list[Row]:
     for target in (kaflet, kafka):
+        ensure_topic(target, bench_offset_commit.TOPIC, bench_offset_commit.PARTITIONS)
         bench_offset_commit.prepare(target)
     frames = bench_offset_commit.rings(ctx, 1)
     runs: dict[str, list[Any]] = {"kaflet": [], "kafka": []}
@@ -154,7 +171,7 @@ def groups(ctx: Context, kaflet: Any, kafka: Any, label: str) -> list[Row]:
         ("KIP-848", bench_consumer_groups, bench_consumer_groups.TOPIC, bench_consumer_groups.PARTITIONS),
     ):
         for target in (kaflet, kafka):
-            wire.ensure_topic(target, topic, partitions)
+            ensure_topic(target, topic, partitions)
         runs: dict[str, list[dict[str, Any]]] = {"kaflet": [], "kafka": []}
         for rep in range(ctx.reps):
             for target, key in ((kaflet, "kaflet"), (kafka, "kafka")):
