@@ -279,7 +279,20 @@ public final class ClientDriver {
             List<NewTopic> topics = new ArrayList<>();
             cmd.path("topics").fields().forEachRemaining(e -> topics.add(new NewTopic(e.getKey(), e.getValue().asInt(), (short) 1)));
             admin.createTopics(topics).all().get(60, TimeUnit.SECONDS);
-            return topics.size();
+            // Kafka answers CreateTopics before its metadata (which the group coordinator reads)
+            // has every partition's leader: a consumer subscribing at once would see the topic
+            // appear later, one group epoch more. Wait until it is there, as kaflet has it at once.
+            List<String> names = topics.stream().map(NewTopic::name).toList();
+            long deadline = System.currentTimeMillis() + 30000;
+            while (true) {
+                boolean ready = true;
+                for (var d : admin.describeTopics(names).allTopicNames().get(60, TimeUnit.SECONDS).values()) {
+                    for (var p : d.partitions()) ready &= p.leader() != null && !p.leader().isEmpty();
+                }
+                if (ready) return topics.size();
+                if (System.currentTimeMillis() > deadline) throw new IllegalStateException("topics without leaders: " + names);
+                Thread.sleep(20);
+            }
         }
     }
 
@@ -686,6 +699,33 @@ public final class ClientDriver {
                         out.sort((a, b) -> String.valueOf(a).compareTo(String.valueOf(b)));
                         return out;
                     });
+                }
+                case "fence_producers": {
+                    Map<String, Object> out = new TreeMap<>();
+                    var result = admin.fenceProducers(strings(cmd.path("ids")));
+                    for (String id : strings(cmd.path("ids"))) out.put(id, settle(result.epochId(id), v -> (Object) v));
+                    return out;
+                }
+                case "describe_producers": {
+                    List<TopicPartition> tps = new ArrayList<>();
+                    for (String t : strings(cmd.path("partitions"))) tps.add(tp(t));
+                    var result = admin.describeProducers(tps);
+                    Map<String, Object> out = new TreeMap<>();
+                    for (TopicPartition t : tps) {
+                        out.put(tpName(t), settle(result.partitionResult(t), d -> {
+                            List<Object> producers = new ArrayList<>();
+                            for (var p : d.activeProducers()) {
+                                Map<String, Object> v = new LinkedHashMap<>();
+                                v.put("epoch", p.producerEpoch());
+                                v.put("last_sequence", p.lastSequence());
+                                v.put("coordinator_epoch", p.coordinatorEpoch().isPresent() ? p.coordinatorEpoch().getAsInt() : null);
+                                v.put("txn_start_offset", p.currentTransactionStartOffset().isPresent() ? p.currentTransactionStartOffset().getAsLong() : null);
+                                producers.add(v);
+                            }
+                            return producers;
+                        }));
+                    }
+                    return out;
                 }
                 default:
                     throw new IllegalArgumentException("unknown admin call " + call);
