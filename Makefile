@@ -8,14 +8,13 @@ SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 # - kcat: tests/clients drive it as one more real client (librdkafka's command-line tool);
 # - prometheus: for its promtool, which checks that /metrics is valid exposition text
 #   (tests/observability). Debian ships promtool only inside the server's package; it is
-#   installed without recommended packages and its service is never started (see apt-deps);
-# - golang-go and golang-github-shopify-sarama-dev: the Go (Sarama) quick start is built and run
-#   by tests/clients/test_quickstarts.py.
-APT_PACKAGES := kcat prometheus golang-go golang-github-shopify-sarama-dev
+#   installed without recommended packages and its service is never started (see apt-deps).
+# The Go quick starts are built by `make go` with the modules from the Go module proxy.
+APT_PACKAGES := kcat prometheus
 # KafkaJS tests (tests/clients/test_alter_configs_clients.py) need node and npm: apt-deps adds
 # nodejs and npm when either command is missing (a machine may have its own Node).
 
-.PHONY: run test test-fast bench fuzz lint apt-deps java jvm clean
+.PHONY: run test test-fast bench fuzz lint apt-deps java jvm go clean
 
 # What the build downloads and compiles for the tests (Maven's classpaths and classes, Go
 # binaries) lives here, outside the source tree; Maven's own repository stays in ~/.m2.
@@ -100,13 +99,28 @@ jvm: java
 	else tail -n 40 $(KAFLET_CACHE)/jvm/maven.log > $(KAFLET_CACHE)/jvm/maven.error; \
 	  echo >&2 "Maven could not build tests/jvm (see $(KAFLET_CACHE)/jvm/maven.log); the tests that need it will fail with its reason"; fi
 
+# The Go quick starts (docs/examples/go/*: franz-go and Sarama from the Go module proxy, pinned by
+# their go.sum), built into $(KAFLET_CACHE)/go with the module cache outside the tree (GOMODCACHE,
+# ~/go/pkg/mod by default). They need Go 1.26 or newer (their go.mod says so); `go` missing is
+# installed from Debian. When a build fails, its tests fail with the reason (GO_EXAMPLES.error).
+GO_EXAMPLES := franz sarama
+go:
+	@command -v go >/dev/null 2>&1 || { echo "installing golang-go for the Go quick starts"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends golang-go; }
+	@mkdir -p $(KAFLET_CACHE)/go
+	@for ex in $(GO_EXAMPLES); do \
+	  if (cd docs/examples/go/$$ex && GOFLAGS=-mod=readonly go build -o $(KAFLET_CACHE)/go/$$ex-quickstart .) > $(KAFLET_CACHE)/go/$$ex.log 2>&1; \
+	  then rm -f $(KAFLET_CACHE)/go/$$ex.error; \
+	  else { go version; cat $(KAFLET_CACHE)/go/$$ex.log; } > $(KAFLET_CACHE)/go/$$ex.error 2>&1; \
+	    echo >&2 "could not build docs/examples/go/$$ex (see $(KAFLET_CACHE)/go/$$ex.error); its test will fail with the reason"; fi; done
+
 # The tests of the code that has a compiled twin (protocol/_speedups.c) run once more on the
 # pure-Python path, which is what runs where no C compiler was found at install time.
 PURE_TESTS := tests/unit/test_commit_codec.py tests/unit/test_records.py tests/unit/test_commit_batching.py \
 	tests/conformance/test_offset_commit.py tests/conformance/test_offset_fetch.py tests/conformance/test_txn_offset_commit.py \
 	tests/api/test_offsets.py
 
-test: $(VENV)/.installed-test apt-deps jvm
+test: $(VENV)/.installed-test apt-deps jvm go
 	$(BIN)/python -m pytest -q
 	KAFLET_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(PURE_TESTS)
 
@@ -114,7 +128,7 @@ test: $(VENV)/.installed-test apt-deps jvm
 test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q tests/unit tests/conformance
 
-bench: $(VENV)/.installed-test java
+bench: $(VENV)/.installed-test jvm
 	@$(COMPILE)
 	$(BIN)/python -m bench
 

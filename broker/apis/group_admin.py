@@ -1,4 +1,4 @@
-"""DescribeGroups v0-v5, ListGroups v0-v5, DeleteGroups v0-v2 (DG-1..DG-2, LI-1..LI-3, DL-1..DL-3)."""
+"""DescribeGroups v0-v6, ListGroups v0-v5, DeleteGroups v0-v2 (DG-1..DG-2, LI-1..LI-3, DL-1..DL-3)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _describe_error(request: Any, code: ErrorCode) -> Any:
     return DescribeGroupsResponse(version=request.version, throttle_time_ms=0, groups=groups)
 
 
-@api(ApiKey.DESCRIBE_GROUPS, 0, 5, error_response=_describe_error)
+@api(ApiKey.DESCRIBE_GROUPS, 0, 6, error_response=_describe_error)
 def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     include_ops = version >= 3 and request.include_authorized_operations
@@ -52,13 +52,31 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
             )
             continue
         try:
-            d = ctx.broker.coordinator.shard_for(group_id).describe_group(group_id)
+            shard = ctx.broker.coordinator.shard_for(group_id)
+            d = shard.describe_group(group_id)
         except CoordinatorError as exc:
             described.append(
                 _Described(
                     error_code=exc.code,
                     group_id=group_id,
                     group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=None,
+                )
+            )
+            continue
+        if version >= 6 and d.state == "Dead":
+            # v6 (KIP-1043): a group that is not a classic one is an error, with Kafka's message;
+            # before v6 it is described as Dead without one.
+            kind = "is not a classic group" if group_id in shard.consumer_groups else "not found"
+            described.append(
+                _Described(
+                    error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                    error_message=f"Group {group_id} {kind}.",
+                    group_id=group_id,
+                    group_state="Dead",
                     protocol_type="",
                     protocol_data="",
                     members=[],

@@ -135,6 +135,22 @@ async def test_DG_2_unknown_group_is_dead_without_error(broker: Broker, raw: Any
     assert results == {v: expected for v in range(6)}
 
 
+async def test_DG_2_v6_reports_groups_that_are_not_classic_as_not_found(broker: Broker, raw: Any) -> None:
+    """DescribeGroups v6 (KIP-1043), as Kafka 4.4 answers it: GROUP_ID_NOT_FOUND with a message for
+    an unknown group and for a consumer (KIP-848) group, still with state Dead; classic groups as before."""
+    from tests.support.consumer_groups import CgMember
+
+    client = await _setup(broker, raw)
+    assert await g.commit(client, "dg2-simple", {("t", 0): 1}) == {("t", 0): NONE}
+    await CgMember(client, "dg2-consumer", ["t"]).join()
+    got = _by_id(await g.describe(client, ["dg2-nobody", "dg2-consumer", "dg2-simple"], version=6))
+    assert {k: (d.error_code, d.error_message, d.group_state, d.members) for k, d in got.items()} == {
+        "dg2-nobody": (GROUP_ID_NOT_FOUND, "Group dg2-nobody not found.", "Dead", []),
+        "dg2-consumer": (GROUP_ID_NOT_FOUND, "Group dg2-consumer is not a classic group.", "Dead", []),
+        "dg2-simple": (NONE, None, "Empty", []),
+    }
+
+
 async def _failed_shard(make_config: Callable[..., Any], bad: int, groups: list[str]) -> None:
     """Create simple groups, then append an undecodable record to partition `bad` (RL-2)."""
     async with serving(make_config()) as served:

@@ -85,7 +85,8 @@ class KafkaReference:
         self.port = 0
         self.controller_port = 0
         self.process: subprocess.Popen[bytes] | None = None
-        self.start_seconds = 0.0
+        self.start_seconds = 0.0  # format + start until ready (coordinators answer)
+        self.metadata_seconds = 0.0  # `kafka.Kafka` spawned until its first Metadata answer naming it
         self.cluster_id = ""
         self.props: dict[str, str] = {
             "process.roles": "broker,controller",
@@ -175,6 +176,7 @@ class KafkaReference:
         if fmt.returncode != 0:
             raise JvmUnavailable(f"Kafka's storage format failed ({fmt.returncode}): {fmt.stdout[-1500:]}{fmt.stderr[-1500:]}")
         stdout = open(self.dir / "stdout.log", "wb")
+        self._spawned_at = time.monotonic()
         self.process = subprocess.Popen(
             [*jvm, "kafka.Kafka", str(config)], stdout=stdout, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent, start_new_session=True
         )
@@ -203,6 +205,8 @@ class KafkaReference:
                 client = await RawClient.connect(self.bootstrap, "kafka-reference-ready")
                 meta = await client.request(MetadataRequest[12](topics=[], allow_auto_topic_creation=False), timeout=5)
                 if meta.brokers:
+                    if not self.metadata_seconds:
+                        self.metadata_seconds = time.monotonic() - self._spawned_at
                     done = 0
                     for key_type in (0, 1):
                         resp = await client.request(
@@ -218,7 +222,7 @@ class KafkaReference:
                     await client.close()
             if time.monotonic() > deadline:
                 raise TimeoutError("Kafka not ready")
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.05)
 
     def stop(self) -> None:
         process, self.process = self.process, None

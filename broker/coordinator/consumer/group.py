@@ -130,8 +130,8 @@ class ConsumerGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        self.group_epoch = 1  # Kafka 4.4 starts a new group at epoch 1 (ModernGroup), its first member makes it 2
+        self.assignment_epoch = 1  # TargetAssignmentMetadata.INITIAL
         self.subscription_metadata: dict[str, orec.TopicMetadata] = {}
         self.members: dict[str, ConsumerMember] = {}
         self.static_members: dict[str, str] = {}  # instance id -> member id

@@ -1,0 +1,44 @@
+"""kaflet and Kafka 4.4 side by side for the client-level differential tests, with one Java
+client driver JVM for the whole session (JVM start-up costs seconds on 2 cores)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from broker.embed import BrokerProcess
+from tests.differential.clients.peers import Peers
+
+
+@pytest.fixture(scope="session")
+def kaflet_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A kaflet process set up as the reference broker is: 5 offsets and transaction-state partitions."""
+    data = tmp_path_factory.mktemp("kaflet-peer") / "data"
+    broker = BrokerProcess(data, "--offsets-partitions", "5", "--transaction-state-partitions", "5").start()
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture(scope="session")
+def java_driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from tests.support.client_driver import JavaDriver
+    from tests.support.jvm import JvmUnavailable
+
+    driver = JavaDriver(tmp_path_factory.mktemp("client-driver"))
+    try:
+        driver.start()
+    except JvmUnavailable as exc:
+        pytest.fail(f"the Java client driver cannot run: {exc}", pytrace=False)
+    try:
+        yield driver
+    finally:
+        driver.stop()
+
+
+@pytest.fixture(scope="session")
+def peers(kaflet_peer: BrokerProcess, kafka_reference: Any, java_driver: Any) -> Peers:
+    return Peers(java_driver, kaflet_peer.bootstrap, kafka_reference.bootstrap)
