@@ -41,6 +41,7 @@ from broker import faults
 from broker.context import RequestContext
 from broker.logging import summarize
 from broker.registry import REGISTRY, ApiSpec
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.header import HeaderError, parse_request_header, peek_api, response_header
@@ -48,6 +49,8 @@ from storage.errors import StorageError
 from storage.segment import FileRange
 
 if TYPE_CHECKING:
+    from broker.security.listeners import Listener
+    from broker.security.sasl.authenticator import SaslAuthenticator
     from broker.server import Broker
 
 log = structlog.get_logger("kaflet.connection")
@@ -124,9 +127,16 @@ class CloseConnection(Exception):
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
         self.broker = broker
         self.max_request = broker.config.max_request_bytes
+        # Security (broker/security/): the listener this connection came in on, who it is, and
+        # while SASL authentication is pending (or a session can expire) its authenticator.
+        self.listener = listener
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.authenticator: SaslAuthenticator | None = None
+        # Answers may come from the broker-wide caches (Metadata): the first listener, no authorizer.
+        self.cacheable = broker.authorizer is None and (listener is None or listener is broker.listeners[0])
         self.transport: asyncio.Transport | None = None
         self.peer_host = "?"
         self.peer_port = 0
@@ -209,6 +219,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.close()
             return
         self.broker.connections.add(self)
+        listener = self.listener
+        if listener is not None and listener.protocol != "PLAINTEXT" and not self.broker.security.accept(self, transport, listener):
+            self.close()
+            return
         if self._pool is not None and self._pool.pool_exhausted:
             self._pool.mute(self)
         if self.broker.faults.down == "hang":  # down, but accepting: never answered
@@ -226,6 +240,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         closed_by_peer = not self.closing
         self.closing = True
         self.broker.connections.discard(self)
+        if self.authenticator is not None:
+            self.authenticator.cancel()
         if closed_by_peer and self._close_after_queue is not None and self.broker.accepting:
             log.warning("closing connection", peer=self.peer_text, reason=self._close_after_queue)
         elif closed_by_peer and self.partial_bytes and self.broker.accepting:
@@ -460,6 +476,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _dispatch(self, frame: bytes | memoryview) -> Any:
         """Handle one frame. Returns None when done, or a coroutine to run for a parked handler."""
         self.started = time.perf_counter()
+        if self.authenticator is not None and self.authenticator.intercept(frame):
+            return None  # SASL authentication (or re-authentication) took it
         try:
             api_key, api_version, corr = peek_api(frame)
         except HeaderError as exc:
@@ -488,7 +506,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if hole is not None:
                 self.enter_hole(hole)
                 return _HELD
-        if spec.fast_path is not None and not broker.faults.active and not broker.debug_requests:
+        if spec.fast_path is not None and self.cacheable and not broker.faults.active and not broker.debug_requests:
             # A repeat of a request whose answer is known (e.g. Metadata): no decode, no handler.
             known = spec.fast_path(broker, api_version, frame, header.body_offset)
             if known is not None:
@@ -598,6 +616,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._spans[correlation_id] = (start, len(out), flexible)
         if not self._draining:
             self._flush()
+
+    def write_raw_frame(self, token: bytes) -> None:
+        """A SASL token after SaslHandshake v0: size-prefixed, no Kafka header."""
+        self._out.append(len(token).to_bytes(4, "big") + token)
+        if not self._draining:
+            self._flush()
+
+    def answer_normally(self, frame: bytes | memoryview) -> None:
+        """Dispatch a frame the authenticator lets through (ApiVersions before the handshake)."""
+        authenticator, self.authenticator = self.authenticator, None
+        try:
+            pending = self._dispatch(frame)
+        finally:
+            self.authenticator = authenticator
+        if pending is not None and asyncio.iscoroutine(pending):
+            pending.close()
+
+    def security_counters(self, outcome: str) -> None:
+        self.broker.security.counters[outcome] += 1
 
     def before_flush(self, work: Any, on_failure: Any = None) -> None:
         """Run `work()` once before the responses produced so far are written. Outside a burst
