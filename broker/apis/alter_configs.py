@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker import topic_configs
-from broker.apis.describe_configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, _broker_id, _ResourceError
+from broker.apis.describe_configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, _authorized, _broker_id, _ResourceError
 from broker.config_types import ConfigError, ConfigType, parse, render
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
@@ -39,6 +39,7 @@ from broker.coordinator.group_configs import GROUP_ACTIONS
 from broker.coordinator.group_configs import definitions as group_definitions
 from broker.dynamic import broker_configs as dynamic
 from broker.registry import api
+from broker.security import authorize as authz
 from broker.topics import name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -197,6 +198,12 @@ def _alter(
     for resource in resources:
         if counts[(resource.resource_type, resource.resource_name)] > 1:
             results.append((resource, ErrorCode.INVALID_REQUEST, "Duplicate resource"))
+            continue
+        # ALTER_CONFIGS on the cluster for BROKER resources (finding 1 of the security review:
+        # without it any client could refuse every connection), the topic or the group.
+        denied = _authorized(ctx, resource, authz.Op.ALTER_CONFIGS)
+        if denied:
+            results.append((resource, denied, denied.message))
             continue
         try:
             target = _Target(ctx, resource, incremental)
