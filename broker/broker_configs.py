@@ -165,7 +165,25 @@ def describe(broker: Broker) -> list[ConfigEntry]:
                 synonyms=synonyms,
             )
         )
-    return entries
+    return sorted(entries + _security_entries(broker), key=lambda e: e.name)
+
+
+def _security_entries(broker: Broker) -> list[ConfigEntry]:
+    """The dynamic security configs set on this broker (broker/security/dynamic.py)."""
+    from broker.dynamic.broker_configs import DEFAULT, NODE
+    from broker.security import dynamic as security
+
+    levels = broker.dynamic_configs.levels
+    out = []
+    for name in sorted(n for n in {**levels[DEFAULT], **levels[NODE]} if security.known(n)):
+        source = ConfigSource.DYNAMIC_BROKER_CONFIG if name in levels[NODE] else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        value = levels[NODE].get(name, levels[DEFAULT].get(name))
+        out.append(
+            ConfigEntry(
+                name, value, source, security.kind(name), "A security config changed at run time.", synonyms=[Synonym(name, value, source)]
+            )
+        )
+    return out
 
 
 def describe_dynamic_defaults(broker: Broker) -> list[ConfigEntry]:

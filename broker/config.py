@@ -226,6 +226,9 @@ class Config:
     authorizer: str = _opt("none", "none, or standard (Kafka's StandardAuthorizer: ACLs)", None, ("none", "standard"))
     super_users: str | None = _opt(None, "super.users: principals allowed everything, User:admin;User:ops")
     allow_everyone_if_no_acl_found: bool = _opt(False, "allow.everyone.if.no.acl.found: a resource with no ACL is open to all")
+    inter_broker_listener_name: str | None = _opt(
+        None, "inter.broker.listener.name: a listener exempt from the broker-wide max.connections (the operator's way in)"
+    )
     flags_override_dynamic: bool = _opt(
         False,
         "flags and KAFLET_* variables given explicitly win over dynamic broker configs stored in the data dir (kaflet configs lists them)",

@@ -210,11 +210,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
         self.peer_text = f"{self.peer_host}:{self.peer_port}"
-        refused = self._limits.admit(self.peer_host)
+        refused = self._limits.admit(self.peer_host, self.listener)
         if refused is not None:
             self.refused = True
             self.closing = True
             limit = self._limits.max_connections_per_ip if refused == "max_connections_per_ip" else self._limits.max_connections
+            if refused == "listener_max_connections":
+                limit = self.listener.max_connections  # type: ignore[union-attr]
             log.info("connection refused", peer=self.peer_text, reason=f"{refused.replace('_', '.')} {limit} reached")
             transport.close()
             return
@@ -231,7 +233,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.refused:
             return
-        self._limits.release(self.peer_host)
+        self._limits.release(self.peer_host, self.listener)
         if self._pool is not None:
             self._pool.forget(self)
             reserved, self._reserved = self._reserved, 0

@@ -40,6 +40,7 @@ from broker.coordinator.group_configs import definitions as group_definitions
 from broker.dynamic import broker_configs as dynamic
 from broker.registry import api
 from broker.security import authorize as authz
+from broker.security import dynamic as security_dynamic
 from broker.topics import name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -80,6 +81,8 @@ def _kind_of(resource_type: int, name: str) -> tuple[ConfigType, bool]:
         return (d.type, True) if d else (ConfigType.STRING, False)
     if resource_type == BROKER:
         entry = dynamic.DYNAMIC.get(name)
+        if entry is None and security_dynamic.known(name):
+            return security_dynamic.kind(name), True
         return (entry[1], True) if entry else (ConfigType.STRING, False)
     d = group_definitions().get(name)
     return (d.type, True) if d else (ConfigType.STRING, False)
@@ -122,6 +125,8 @@ class _Target:
         if self.type == TOPIC:
             return topic_configs.TOPIC_CONFIGS[name].default(config)
         if self.type == BROKER:
+            if name not in dynamic.DYNAMIC:  # a security config: its static value, or none
+                return config.sasl_enabled_mechanisms.split(",") if security_dynamic.base_name(name)[1] == "sasl.enabled.mechanisms" else []
             return getattr(config, dynamic.DYNAMIC[name][0])
         return getattr(config, group_definitions()[name].broker_default)
 
@@ -130,7 +135,9 @@ class _Target:
         if self.type == TOPIC:
             return topic_configs.validate_new_configs(configs.items(), broker.config)
         if self.type == BROKER:
-            return dynamic.validate(configs)
+            normalized = dynamic.validate(configs, per_broker=self.level == dynamic.NODE)
+            broker.dynamic_configs.check_lockout(self.level, normalized)  # finding 1: no lock-out by config
+            return normalized
         nulls = [n for n, v in configs.items() if v is None]
         if nulls:
             raise ConfigError("Null value not supported for group configs: " + ",".join(nulls))

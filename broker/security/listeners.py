@@ -52,6 +52,10 @@ class Listener:
     mechanisms: tuple[str, ...] = ()
     bound_port: int = 0
     bound_hosts: list[str] = field(default_factory=list)
+    # listener.name.NAME.max.connections (dynamic), and the connections open on this listener.
+    max_connections: int | None = None
+    open: int = 0
+    exempt: bool = False  # the inter-broker listener: not bound by the broker-wide max.connections
 
     @property
     def tls(self) -> bool:
@@ -146,6 +150,11 @@ def parse_listeners(config: Config) -> list[Listener]:
     unknown = set(per_listener) - {lst.name for lst in listeners}
     if unknown:
         raise ListenerError(f"--listener-sasl-enabled-mechanisms names listeners that --listeners does not: {', '.join(sorted(unknown))}")
+    exempt = (config.inter_broker_listener_name or "").upper()
+    if exempt and exempt not in {lst.name for lst in listeners}:
+        raise ListenerError(f"--inter-broker-listener-name {exempt} is not one of --listeners")
+    for lst in listeners:
+        lst.exempt = lst.name == exempt
     for entry in _split(config.advertised_listeners):
         name, host, port = parse_address(entry, "--advertised-listeners")
         match = next((lst for lst in listeners if lst.name == name), None)

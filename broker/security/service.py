@@ -53,16 +53,47 @@ class Security:
             self.authorizer = StandardAuthorizer(supers, config.allow_everyone_if_no_acl_found)
         elif config.authorizer != "none":
             raise SecurityError("--authorizer must be none or standard (Kafka's StandardAuthorizer)")
+        self.ensure_mechanisms(listeners)
+
+    def ensure_mechanisms(self, listeners: list[Listener]) -> None:
+        """Build the mechanisms the listeners enable (at start, and when sasl.enabled.mechanisms changes)."""
+        config = self.config
         mechs = {m for lst in listeners for m in lst.mechanisms}
-        if "PLAIN" in mechs:
+        if "PLAIN" in mechs and "PLAIN" not in self._mechanisms:
             from broker.security.sasl.plain import Plain, load_users
 
             try:
                 self._mechanisms["PLAIN"] = Plain(load_users(config.sasl_plain_users, config.sasl_plain_users_file))
             except (OSError, ValueError) as exc:
                 raise SecurityError(str(exc)) from None
-        if "OAUTHBEARER" in mechs:
+        if "OAUTHBEARER" in mechs and "OAUTHBEARER" not in self._mechanisms:
             self._mechanisms["OAUTHBEARER"] = self._oauthbearer()
+
+    def reconfigure_tls(self, values: dict[str, str]) -> None:
+        """Dynamic TLS settings on the live context: new connections get them (Kafka's reconfigurable
+        ssl.client.auth, ssl.enabled.protocols and PEM key material)."""
+        import ssl as _ssl
+
+        from broker.security.tls import TLS_VERSIONS
+
+        ctx = self.tls_context()
+        c = self.config
+        client_auth = values.get("ssl.client.auth", c.ssl_client_auth)
+        ca = values.get("ssl.truststore.location") or c.ssl_ca
+        if "ssl.truststore.location" in values and ca:
+            ctx.load_verify_locations(cafile=ca)
+        if client_auth != "none" and not ca:
+            raise SecurityError(f"ssl.client.auth {client_auth} needs a truststore (--ssl-ca)")
+        ctx.verify_mode = {"none": _ssl.CERT_NONE, "requested": _ssl.CERT_OPTIONAL, "required": _ssl.CERT_REQUIRED}[client_auth]
+        protocols = [p.strip() for p in values.get("ssl.enabled.protocols", c.ssl_enabled_protocols).split(",") if p.strip()]
+        ctx.minimum_version = min(TLS_VERSIONS[p] for p in protocols)
+        ctx.maximum_version = max(TLS_VERSIONS[p] for p in protocols)
+        chain = values.get("ssl.keystore.certificate.chain") or values.get("ssl.keystore.location")
+        if chain:
+            try:
+                ctx.load_cert_chain(chain)  # a PEM holding the key too
+            except _ssl.SSLError:
+                ctx.load_cert_chain(chain, c.ssl_key, password=(lambda: c.ssl_key_password) if c.ssl_key_password else None)
 
     def _oauthbearer(self) -> Any:
         from broker.security.sasl.oauthbearer import OAuthBearer, UnsecuredValidator
