@@ -338,6 +338,11 @@ class Config:
             parse_listeners(self)
         except ListenerError as exc:
             raise ConfigError(str(exc)) from None
+        if self.control and not self.control_token:
+            from broker.security.control_guard import is_loopback
+
+            if not is_loopback(self.metrics_host):
+                raise ConfigError(f"{names('control')} on a non-loopback {names('metrics_host')} needs {names('control_token')}")
         if self.control and not self.metrics:
             raise ConfigError(f"{names('control')} is served on the metrics listener: it needs {names('metrics')}")
         self._validate_consumer_groups()
