@@ -34,11 +34,16 @@ def _describe_error(request: Any, code: ErrorCode, message: str | None = None) -
 
 def _create_error(request: Any, code: ErrorCode, message: str | None = None) -> Any:
     item = CreateAclsResponse.AclCreationResult
+    text = None if message == "" else message or code.message
     return CreateAclsResponse(
-        version=request.version,
-        throttle_time_ms=0,
-        results=[item(error_code=code, error_message=message or code.message) for _ in request.creations or []],
+        version=request.version, throttle_time_ms=0, results=[item(error_code=code, error_message=text) for _ in request.creations or []]
     )
+
+
+def unbuildable(acl: Acl) -> bool:
+    """A creation Kafka cannot turn into an AclBinding: resource type ANY, pattern ANY or MATCH,
+    operation ANY, permission ANY."""
+    return acl.resource_type == 1 or acl.pattern_type in (1, 2) or acl.operation == 1 or acl.permission == 1
 
 
 def _delete_error(request: Any, code: ErrorCode, message: str | None = None) -> Any:
@@ -114,6 +119,10 @@ def handle_create_acls(ctx: RequestContext, request: Any) -> Any:
         Acl(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host, c.operation, c.permission_type)
         for c in request.creations or []
     ]
+    if any(unbuildable(a) for a in acls):
+        # Kafka cannot make an AclBinding of these (ResourcePattern / AccessControlEntry throw): the
+        # whole request fails with UNKNOWN_SERVER_ERROR and no message.
+        return _create_error(request, ErrorCode.UNKNOWN_SERVER_ERROR, "")
     try:
         errors = store.create(acls)
     except OSError as exc:
@@ -125,7 +134,7 @@ def handle_create_acls(ctx: RequestContext, request: Any) -> Any:
     return CreateAclsResponse(
         version=ctx.api_version,
         throttle_time_ms=0,
-        results=[item(error_code=0 if e is None else ErrorCode.INVALID_REQUEST, error_message=e) for e in errors],
+        results=[item(error_code=0 if e is None else ErrorCode.INVALID_REQUEST, error_message="" if e is None else e) for e in errors],
     )
 
 

@@ -210,7 +210,7 @@ def _alter(
         # without it any client could refuse every connection), the topic or the group.
         denied = _authorized(ctx, resource, authz.Op.ALTER_CONFIGS)
         if denied:
-            results.append((resource, denied, denied.message))
+            results.append((resource, denied, None))  # Kafka sends no message with it
             continue
         try:
             target = _Target(ctx, resource, incremental)
