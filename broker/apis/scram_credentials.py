@@ -22,7 +22,15 @@ AlterResponse = lazy_response(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
 
 
 def _describe_error(request: Any, code: ErrorCode) -> Any:
-    return DescribeResponse(version=request.version, throttle_time_ms=0, error_code=code, error_message=code.message, results=[])
+    """Kafka's getErrorResponse: the top-level error and one result per named user, without its name."""
+    result = DescribeResponse.DescribeUserScramCredentialsResult
+    return DescribeResponse(
+        version=request.version,
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=code.message,
+        results=[result(user="", error_code=code, error_message=code.message, credential_infos=[]) for _ in request.users or []],
+    )
 
 
 def _alter_error(request: Any, code: ErrorCode) -> Any:
@@ -47,9 +55,14 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
         version=ctx.api_version,
         throttle_time_ms=0,
         error_code=0,
-        error_message=None,
+        error_message="",
         results=[
-            result(user=user, error_code=code, error_message=message, credential_infos=[info(mechanism=m, iterations=i) for m, i in infos])
+            result(
+                user=user,
+                error_code=code,
+                error_message="" if message is None else message,
+                credential_infos=[info(mechanism=m, iterations=i) for m, i in infos],
+            )
             for user, code, message, infos in describe(store, users)
         ],
     )

@@ -61,7 +61,7 @@ async def test_plain_handshake_authenticate_then_requests(connect: Any, sasl_bro
     hs = await sasl.handshake(c, "PLAIN")
     assert hs.error_code == 0 and set(hs.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
     auth = await sasl.authenticate(c, sasl.plain("alice", "alice-secret"))
-    assert (auth.error_code, auth.auth_bytes, auth.session_lifetime_ms) == (0, b"", 0)
+    assert (auth.error_code, auth.error_message, auth.auth_bytes, auth.session_lifetime_ms) == (0, "", b"", 0)
     assert await metadata_works(c)
     assert {str(conn.principal) for conn in sasl_broker.connections} == {"User:alice"}
     # After authentication both are Kafka's KafkaApis answers: ILLEGAL_SASL_STATE.

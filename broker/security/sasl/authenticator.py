@@ -181,7 +181,9 @@ class SaslAuthenticator:
             )
             raise self._fail_closed(exc, message) from None
         lifetime = self._complete() if self.server.complete else 0
-        self._respond(spec, corr, version, error_code=0, error_message=None, auth_bytes=answer or b"", session_lifetime_ms=lifetime)
+        self._respond(
+            spec, corr, version, error_code=0, error_message="", auth_bytes=answer or b"", session_lifetime_ms=lifetime
+        )  # Kafka's default ""
 
     def _handshake(self, frame: bytes | memoryview, version: int, corr: int) -> None:
         from broker.connection import CloseConnection
