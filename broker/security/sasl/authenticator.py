@@ -280,6 +280,9 @@ class SaslAuthenticator:
         self.conn.security_counters("failed")
         reason = message or (str(exc) if isinstance(exc, AuthenticationFailed) else self._generic())
         log.info("failed authentication", peer=self.conn.peer_text, mechanism=self.mechanism, reason=reason)
+        # Closed here, after the answer already written: one info line per failure, as Kafka logs
+        # it, not a warning per attempt of a client retrying with a wrong password.
+        self.conn.close()
         return CloseConnection(f"SASL authentication failed: {reason}")
 
     # -- encoding ---------------------------------------------------------------------------------
