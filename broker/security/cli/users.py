@@ -73,19 +73,20 @@ def _on_broker(args: argparse.Namespace) -> int:
         if args.action == "list":
             described = client.describe_user_scram_credentials()
             return _print(_users_of(described), args)
-        alterations = []
         password = new_password(args) if args.action == "add" else ""
-        for mech in _mechs(args):
+        failed = False
+        for mech in _mechs(args):  # one request per mechanism: Kafka refuses a user altered twice in one
             m = ScramMechanism(TYPES[mech])
             if args.action == "add":  # the client salts it: only the salted password travels
-                alterations.append(UserScramCredentialUpsertion(args.user, m, password, iterations=args.iterations, salt=os.urandom(32)))
+                alteration = UserScramCredentialUpsertion(args.user, m, password, iterations=args.iterations, salt=os.urandom(32))
             else:
-                alterations.append(UserScramCredentialDeletion(args.user, m))
-        result = client.alter_user_scram_credentials(alterations)
-        errors = {u: e for u, e in (result or {}).items() if e}
-        for user, error in errors.items():
-            sys.stderr.write(f"kaflet users: {user}: {error}\n")
-        return 1 if errors else 0
+                alteration = UserScramCredentialDeletion(args.user, m)
+            result = client.alter_user_scram_credentials([alteration])
+            for user, error in (result or {}).items():
+                if error:
+                    failed = True
+                    sys.stderr.write(f"kaflet users: {user} {mech}: {error}\n")
+        return 1 if failed else 0
     finally:
         client.close()
 
