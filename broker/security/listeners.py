@@ -252,3 +252,12 @@ def advertised_for(node: Any, name: str | None) -> tuple[str, int]:
 def listener_name(ctx: Any) -> str | None:
     lst = ctx.conn.listener
     return None if lst is None else lst.name
+
+
+def address(broker: Any, name: str) -> str:
+    """host:port a client connects to for listener `name` of a started broker (its advertised address)."""
+    for lst in broker.listeners:
+        if lst.name == name.upper():
+            host, port = lst.advertised
+            return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    raise KeyError(f"no listener {name} (listeners: {', '.join(lst.name for lst in broker.listeners)})")
