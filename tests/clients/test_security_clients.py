@@ -198,7 +198,10 @@ def test_aiokafka(secured: Secured, protocol: str, mechanism: str) -> None:
     assert asyncio.run(scenario()) == b"hello"
 
 
-@pytest.mark.parametrize(("protocol", "mechanism"), [("SASL_SSL", "PLAIN"), ("SASL_PLAINTEXT", "PLAIN"), ("SSL", None)])
+@pytest.mark.parametrize(
+    ("protocol", "mechanism"),
+    [("SASL_SSL", "PLAIN"), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "OAUTHBEARER"), ("SASL_PLAINTEXT", "OAUTHBEARER"), ("SSL", None)],
+)
 def test_kcat(secured: Secured, protocol: str, mechanism: str | None) -> None:
     conf = librdkafka_conf(secured, protocol, mechanism)
     args = [f"-X{k}={v}" for k, v in conf.items() if k != "bootstrap.servers"]

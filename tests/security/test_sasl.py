@@ -349,3 +349,15 @@ def test_no_password_token_or_key_in_any_log_line(broker_proc: Callable[..., Any
     assert "failed authentication" in text
     scrape = __import__("urllib.request").request.urlopen(f"http://{bp.metrics}/metrics", timeout=10).read().decode()
     assert all(s not in scrape for s in ("pw-alice-123", "tok-0123456789"))
+
+
+def test_plain_users_from_a_file(tmp_path: Path) -> None:
+    from broker.security.sasl.plain import load_users
+
+    (tmp_path / "users.json").write_text('{"alice": "a-secret", "bob": "b-secret"}')
+    (tmp_path / "users.properties").write_text("# Kafka-style\nalice = a-secret\n\ncarol=c=secret\n")
+    assert load_users(None, str(tmp_path / "users.json")) == {"alice": "a-secret", "bob": "b-secret"}
+    assert load_users("dave:d-secret", str(tmp_path / "users.properties")) == {"alice": "a-secret", "carol": "c=secret", "dave": "d-secret"}
+    (tmp_path / "bad").write_text("no equals sign here\n")
+    with pytest.raises(ValueError, match="line 1"):
+        load_users(None, str(tmp_path / "bad"))
