@@ -186,6 +186,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._awaiting_turn = False  # this burst's answers wait for a turn's work (join_turn)
         # sendfile of Fetch record sets (see the module docstring).
         self.can_send_files = False  # the transport is a plain socket: Fetch may answer with FileRanges
+        self._coalesce: Any = None  # TLS: small chunks joined before they are written
         self._sock_fd = -1
         self._files = False  # the responses in _out hold FileRanges
         self._sendq: deque[Any] = deque()  # chunks behind a range the socket has not taken yet (ranges pinned)
@@ -201,7 +202,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-            if transport.get_extra_info("sslcontext") is None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            if transport.get_extra_info("sslcontext") is not None:
+                from broker.security.tls import coalesce
+
+                self._coalesce = coalesce
+            elif sock.family in (socket.AF_INET, socket.AF_INET6):
                 self._sock_fd = sock.fileno()
                 self.can_send_files = self._sock_fd >= 0 and hasattr(os, "sendfile")
                 if self.can_send_files:
@@ -742,6 +747,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not latency and not self._delayed:
             if files or self._sendq:
                 self._send_files(chunks)
+            elif self._coalesce is not None:  # TLS: one record per chunk otherwise (broker/security/tls.py)
+                self.transport.writelines(self._coalesce(chunks))  # type: ignore[union-attr]
             else:
                 self.transport.writelines(chunks)  # type: ignore[union-attr]
             return

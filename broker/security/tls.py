@@ -87,3 +87,31 @@ def subject_dn(peercert: dict[str, Any]) -> str | None:
     for rdn in reversed(subject):
         rdns.append("+".join(f"{_SHORT.get(k, k)}={_escape(v)}" for k, v in rdn))
     return ",".join(rdns)
+
+
+TLS_RECORD = 16 * 1024
+
+
+def coalesce(chunks: list[Any]) -> list[Any]:
+    """uvloop's SSL transport encrypts each chunk of writelines() as TLS records of its own (an
+    SSL_write each): an answer's small pieces (size, header, per-partition fields) are joined into
+    record-sized runs first; pieces of a record's size or more go as they are."""
+    out: list[Any] = []
+    run: list[Any] = []
+    size = 0
+    for c in chunks:
+        n = len(c)
+        if n >= TLS_RECORD:
+            if run:
+                out.append(b"".join(run))
+                run, size = [], 0
+            out.append(c)
+            continue
+        run.append(c)
+        size += n
+        if size >= TLS_RECORD:
+            out.append(b"".join(run))
+            run, size = [], 0
+    if run:
+        out.append(run[0] if len(run) == 1 else b"".join(run))
+    return out
