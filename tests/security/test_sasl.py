@@ -349,6 +349,7 @@ def test_no_password_token_or_key_in_any_log_line(broker_proc: Callable[..., Any
     assert "failed authentication" in text
     scrape = __import__("urllib.request").request.urlopen(f"http://{bp.metrics}/metrics", timeout=10).read().decode()
     assert all(s not in scrape for s in ("pw-alice-123", "tok-0123456789"))
+    assert 'kaflet_authentications_total{outcome="failed"}' in scrape and 'kaflet_authentications_total{outcome="authenticated"}' in scrape
 
 
 def test_plain_users_from_a_file(tmp_path: Path) -> None:
