@@ -36,6 +36,7 @@ BENCHMARKS = [
     "transactions",
     "cluster",
     "fuzz",
+    "security",
     "spark",
     "kafka",
 ]

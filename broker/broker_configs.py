@@ -46,6 +46,8 @@ def _const(value: Any) -> Callable[[Broker], Any]:
 
 
 def _listeners(broker: Broker) -> str:
+    if broker.config.listeners:  # every listener (broker/security/listeners.py)
+        return ",".join(lst.describe() for lst in broker.listeners)
     return (
         ",".join(f"PLAINTEXT://{h}:{broker.bound_port}" for h in broker.bound_hosts)
         or f"PLAINTEXT://{broker.config.host}:{broker.config.port}"
@@ -53,6 +55,8 @@ def _listeners(broker: Broker) -> str:
 
 
 def _advertised(broker: Broker) -> str:
+    if broker.config.listeners:
+        return ",".join(f"{lst.name}://{lst.advertised[0]}:{lst.advertised[1]}" for lst in broker.listeners)
     return f"PLAINTEXT://{broker.advertised_host}:{broker.advertised_port}"
 
 
@@ -61,7 +65,7 @@ _OWN: tuple[BrokerConfigDef, ...] = (
     BrokerConfigDef("broker.id", T.INT, _field("node_id"), "This broker's id; the same as node.id.", ("node_id",)),
     BrokerConfigDef("process.roles", T.LIST, _const(["broker", "controller"]), "kaflet is a single combined broker and controller.", default=["broker", "controller"]),
     BrokerConfigDef("listeners", T.LIST, lambda b: _listeners(b).split(","), "Addresses the broker listens on (--host, --port).", ("host", "port")),
-    BrokerConfigDef("advertised.listeners", T.LIST, lambda b: [_advertised(b)], "Address clients are told to connect to (--advertised-host, --advertised-port).", ("advertised_host", "advertised_port")),
+    BrokerConfigDef("advertised.listeners", T.LIST, lambda b: _advertised(b).split(","), "Address clients are told to connect to (--advertised-host, --advertised-port).", ("advertised_host", "advertised_port")),
     BrokerConfigDef("log.dirs", T.LIST, lambda b: [str(b.datadir.path) if b.datadir else b.config.data_dir], "Directory holding topics, logs and metadata (--data-dir).", ("data_dir",)),
     BrokerConfigDef("num.partitions", T.INT, _field("default_partitions"), "Partitions of auto-created topics, and of topics created with num_partitions -1 (--default-partitions).", ("default_partitions",)),
     BrokerConfigDef("default.replication.factor", T.INT, _const(1), "Replication factor of topics created with replication_factor -1; always 1 on a single node.", default=1),
@@ -165,7 +169,25 @@ def describe(broker: Broker) -> list[ConfigEntry]:
                 synonyms=synonyms,
             )
         )
-    return entries
+    return sorted(entries + _security_entries(broker), key=lambda e: e.name)
+
+
+def _security_entries(broker: Broker) -> list[ConfigEntry]:
+    """The dynamic security configs set on this broker (broker/security/dynamic.py)."""
+    from broker.dynamic.broker_configs import DEFAULT, NODE
+    from broker.security import dynamic as security
+
+    levels = broker.dynamic_configs.levels
+    out = []
+    for name in sorted(n for n in {**levels[DEFAULT], **levels[NODE]} if security.known(n)):
+        source = ConfigSource.DYNAMIC_BROKER_CONFIG if name in levels[NODE] else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        value = levels[NODE].get(name, levels[DEFAULT].get(name))
+        out.append(
+            ConfigEntry(
+                name, value, source, security.kind(name), "A security config changed at run time.", synonyms=[Synonym(name, value, source)]
+            )
+        )
+    return out
 
 
 def describe_dynamic_defaults(broker: Broker) -> list[ConfigEntry]:

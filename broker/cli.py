@@ -36,6 +36,10 @@ COMMANDS: list[Command] = [
     Command("transactions", "list and describe transactions", "broker.admin_cli.main:main"),
     Command("chaos", "break a running broker on purpose through its control API (serve --control)", "broker.cluster.cli:main"),
     Command("check", "CRC-check a stopped broker's data dir; --repair fixes what it finds", "broker.admin_cli.check:main"),
+    Command("certs", "make development TLS certificates: a CA, the broker's, clients' (mTLS)", "broker.security.cli.certs:main"),
+    Command("users", "add, list and delete SCRAM users (running broker or stopped data dir)", "broker.security.cli.users:main"),
+    Command("acls", "list, add and remove ACLs (running broker or stopped data dir)", "broker.security.cli.acls:main"),
+    Command("configs", "read and delete a stopped broker's stored dynamic broker configs", "broker.security.cli.configs:main"),
     Command("pipeline", "group analytics on Spark: lag history, rebalance timeline, audit, report", "pipeline.analytics.cli:kaflet_main"),
 ]
 

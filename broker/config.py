@@ -184,6 +184,59 @@ class Config:
     )
     # The fetch path (issue 17): record sets sent from the segment files, as Kafka's zero-copy transfer.
     fetch_sendfile: bool = _opt(True, "send fetched record sets from the segment files with sendfile (off: read them into memory first)")
+    # Security (docs/security.md; Kafka's names): listeners and their protocols, TLS, SASL, ACLs.
+    listeners: str | None = _opt(
+        None,
+        "listeners, NAME://host:port,... (e.g. PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093); default: PLAINTEXT on --host/--port",
+    )
+    advertised_listeners: str | None = _opt(
+        None, "what Metadata tells clients per listener, NAME://host:port,... (default: each listener's address)"
+    )
+    listener_security_protocol_map: str | None = _opt(
+        None, "NAME:PROTOCOL,... for custom listener names (default: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL map to themselves)"
+    )
+    sasl_enabled_mechanisms: str = _opt(
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "SASL mechanisms of SASL listeners (Kafka: GSSAPI, which kaflet lacks)"
+    )
+    listener_sasl_enabled_mechanisms: str | None = _opt(
+        None, "per listener: NAME=MECH,MECH;NAME2=MECH (listener.name.NAME.sasl.enabled.mechanisms)"
+    )
+    ssl_cert: str | None = _opt(None, "PEM certificate chain of SSL/SASL_SSL listeners (kaflet certs makes one)")
+    ssl_key: str | None = _opt(None, "PEM private key of --ssl-cert")
+    ssl_key_password: str | None = _opt(None, "password of an encrypted --ssl-key (ssl.key.password)")
+    ssl_ca: str | None = _opt(None, "PEM CA certificates client certificates are checked against (ssl.truststore)")
+    ssl_client_auth: str = _opt("none", "ssl.client.auth: none, requested or required", None, ("none", "requested", "required"))
+    ssl_enabled_protocols: str = _opt("TLSv1.2,TLSv1.3", "ssl.enabled.protocols: TLSv1.2 and/or TLSv1.3")
+    ssl_principal_mapping_rules: str = _opt("DEFAULT", "ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT")
+    sasl_plain_users: str | None = _opt(None, "SASL/PLAIN users, user:password,... (Kafka: JAAS user_NAME entries)")
+    sasl_plain_users_file: str | None = _opt(None, "SASL/PLAIN users from a file: JSON {user: password} or user=password lines")
+    scram_users: str | None = _opt(None, "SCRAM users salted and stored at start-up (both SHA-256 and SHA-512), user:password,...")
+    sasl_oauthbearer_jwks_file: str | None = _opt(
+        None, "validate OAUTHBEARER tokens as signed JWTs against this JWKS file (default: Kafka's unsecured validator)"
+    )
+    sasl_oauthbearer_expected_audience: str | None = _opt(None, "sasl.oauthbearer.expected.audience (signed JWTs)")
+    sasl_oauthbearer_expected_issuer: str | None = _opt(None, "sasl.oauthbearer.expected.issuer (signed JWTs)")
+    sasl_oauthbearer_sub_claim_name: str = _opt("sub", "sasl.oauthbearer.sub.claim.name: the claim naming the principal")
+    sasl_oauthbearer_scope_claim_name: str = _opt("scope", "sasl.oauthbearer.scope.claim.name")
+    sasl_oauthbearer_required_scope: str | None = _opt(None, "unsecured validator: scopes every token must have, space-separated")
+    sasl_oauthbearer_clock_skew_seconds: int = _opt(30, "sasl.oauthbearer.clock.skew.seconds (signed JWTs)")
+    connections_max_reauth_ms: int = _opt(
+        0, "connections.max.reauth.ms: SASL sessions last at most this long (KIP-368); 0: until the token expires"
+    )
+    authorizer: str = _opt("none", "none, or standard (Kafka's StandardAuthorizer: ACLs)", None, ("none", "standard"))
+    super_users: str | None = _opt(None, "super.users: principals allowed everything, User:admin;User:ops")
+    allow_everyone_if_no_acl_found: bool = _opt(False, "allow.everyone.if.no.acl.found: a resource with no ACL is open to all")
+    inter_broker_listener_name: str | None = _opt(
+        None, "inter.broker.listener.name: a listener exempt from the broker-wide max.connections (the operator's way in)"
+    )
+    flags_override_dynamic: bool = _opt(
+        False,
+        "flags and KAFLET_* variables given explicitly win over dynamic broker configs stored in the data dir (kaflet configs lists them)",
+    )
+    control_token: str | None = _opt(
+        None, "bearer token the control API requires (Authorization: Bearer ...); needed when --metrics-host is not loopback"
+    )
+    metrics_max_connections: int = _opt(64, "connections the metrics/control listener holds at once; more are closed at once")
     # Kafka's defaults (issue 10): KAFKA_DEFAULTS above lists what this restores.
     kafka_defaults: bool = _opt(False, "use Kafka's value for every default kaflet changes (KAFKA_DEFAULTS) unless set explicitly")
     # Not a flag: the fields a user set explicitly (flag or variable), which --kafka-defaults
@@ -275,6 +328,21 @@ class Config:
             raise ConfigError(f"{names('log_page_cache_bytes')} must be at least 0 (0: the OS decides)")
         if not 1 <= self.brokers <= 64:
             raise ConfigError(f"{names('brokers')} must be between 1 and 64")
+        if self.metrics_max_connections < 1:
+            raise ConfigError(f"{names('metrics_max_connections')} must be at least 1")
+        if self.connections_max_reauth_ms < 0:
+            raise ConfigError(f"{names('connections_max_reauth_ms')} must be at least 0")
+        from broker.security.listeners import ListenerError, parse_listeners
+
+        try:
+            parse_listeners(self)
+        except ListenerError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.control and not self.control_token:
+            from broker.security.control_guard import is_loopback
+
+            if not is_loopback(self.metrics_host):
+                raise ConfigError(f"{names('control')} on a non-loopback {names('metrics_host')} needs {names('control_token')}")
         if self.control and not self.metrics:
             raise ConfigError(f"{names('control')} is served on the metrics listener: it needs {names('metrics')}")
         self._validate_consumer_groups()

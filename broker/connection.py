@@ -41,6 +41,7 @@ from broker import faults
 from broker.context import RequestContext
 from broker.logging import summarize
 from broker.registry import REGISTRY, ApiSpec
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.header import HeaderError, parse_request_header, peek_api, response_header
@@ -48,6 +49,8 @@ from storage.errors import StorageError
 from storage.segment import FileRange
 
 if TYPE_CHECKING:
+    from broker.security.listeners import Listener
+    from broker.security.sasl.authenticator import SaslAuthenticator
     from broker.server import Broker
 
 log = structlog.get_logger("kaflet.connection")
@@ -124,9 +127,16 @@ class CloseConnection(Exception):
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
         self.broker = broker
         self.max_request = broker.config.max_request_bytes
+        # Security (broker/security/): the listener this connection came in on, who it is, and
+        # while SASL authentication is pending (or a session can expire) its authenticator.
+        self.listener = listener
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.authenticator: SaslAuthenticator | None = None
+        # Answers may come from the broker-wide caches (Metadata): the first listener, no authorizer.
+        self.cacheable = broker.authorizer is None and (listener is None or listener is broker.listeners[0])
         self.transport: asyncio.Transport | None = None
         self.peer_host = "?"
         self.peer_port = 0
@@ -176,6 +186,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._awaiting_turn = False  # this burst's answers wait for a turn's work (join_turn)
         # sendfile of Fetch record sets (see the module docstring).
         self.can_send_files = False  # the transport is a plain socket: Fetch may answer with FileRanges
+        self._coalesce: Any = None  # TLS: small chunks joined before they are written
         self._sock_fd = -1
         self._files = False  # the responses in _out hold FileRanges
         self._sendq: deque[Any] = deque()  # chunks behind a range the socket has not taken yet (ranges pinned)
@@ -191,7 +202,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-            if transport.get_extra_info("sslcontext") is None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            if transport.get_extra_info("sslcontext") is not None:
+                from broker.security.tls import coalesce
+
+                self._coalesce = coalesce
+            elif sock.family in (socket.AF_INET, socket.AF_INET6):
                 self._sock_fd = sock.fileno()
                 self.can_send_files = self._sock_fd >= 0 and hasattr(os, "sendfile")
                 if self.can_send_files:
@@ -200,15 +215,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
         self.peer_text = f"{self.peer_host}:{self.peer_port}"
-        refused = self._limits.admit(self.peer_host)
+        refused = self._limits.admit(self.peer_host, self.listener)
         if refused is not None:
             self.refused = True
             self.closing = True
             limit = self._limits.max_connections_per_ip if refused == "max_connections_per_ip" else self._limits.max_connections
+            if refused == "listener_max_connections":
+                limit = self.listener.max_connections  # type: ignore[union-attr]
             log.info("connection refused", peer=self.peer_text, reason=f"{refused.replace('_', '.')} {limit} reached")
             transport.close()
             return
         self.broker.connections.add(self)
+        listener = self.listener
+        if listener is not None and listener.protocol != "PLAINTEXT" and not self.broker.security.accept(self, transport, listener):
+            self.close()
+            return
         if self._pool is not None and self._pool.pool_exhausted:
             self._pool.mute(self)
         if self.broker.faults.down == "hang":  # down, but accepting: never answered
@@ -217,7 +238,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.refused:
             return
-        self._limits.release(self.peer_host)
+        self._limits.release(self.peer_host, self.listener)
         if self._pool is not None:
             self._pool.forget(self)
             reserved, self._reserved = self._reserved, 0
@@ -226,6 +247,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         closed_by_peer = not self.closing
         self.closing = True
         self.broker.connections.discard(self)
+        if self.authenticator is not None:
+            self.authenticator.cancel()
         if closed_by_peer and self._close_after_queue is not None and self.broker.accepting:
             log.warning("closing connection", peer=self.peer_text, reason=self._close_after_queue)
         elif closed_by_peer and self.partial_bytes and self.broker.accepting:
@@ -460,6 +483,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _dispatch(self, frame: bytes | memoryview) -> Any:
         """Handle one frame. Returns None when done, or a coroutine to run for a parked handler."""
         self.started = time.perf_counter()
+        if self.authenticator is not None and self.authenticator.intercept(frame):
+            return None  # SASL authentication (or re-authentication) took it
         try:
             api_key, api_version, corr = peek_api(frame)
         except HeaderError as exc:
@@ -488,7 +513,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if hole is not None:
                 self.enter_hole(hole)
                 return _HELD
-        if spec.fast_path is not None and not broker.faults.active and not broker.debug_requests:
+        if spec.fast_path is not None and self.cacheable and not broker.faults.active and not broker.debug_requests:
             # A repeat of a request whose answer is known (e.g. Metadata): no decode, no handler.
             known = spec.fast_path(broker, api_version, frame, header.body_offset)
             if known is not None:
@@ -599,6 +624,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._draining:
             self._flush()
 
+    def write_raw_frame(self, token: bytes) -> None:
+        """A SASL token after SaslHandshake v0: size-prefixed, no Kafka header."""
+        self._out.append(len(token).to_bytes(4, "big") + token)
+        if not self._draining:
+            self._flush()
+
+    def answer_normally(self, frame: bytes | memoryview) -> None:
+        """Dispatch a frame the authenticator lets through (ApiVersions before the handshake)."""
+        authenticator, self.authenticator = self.authenticator, None
+        try:
+            pending = self._dispatch(frame)
+        finally:
+            self.authenticator = authenticator
+        if pending is not None and asyncio.iscoroutine(pending):
+            pending.close()
+
+    def security_counters(self, outcome: str) -> None:
+        self.broker.security.counters[outcome] += 1
+
     def before_flush(self, work: Any, on_failure: Any = None) -> None:
         """Run `work()` once before the responses produced so far are written. Outside a burst
         (a parked handler finishing) it runs at once.
@@ -703,6 +747,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not latency and not self._delayed:
             if files or self._sendq:
                 self._send_files(chunks)
+            elif self._coalesce is not None:  # TLS: one record per chunk otherwise (broker/security/tls.py)
+                self.transport.writelines(self._coalesce(chunks))  # type: ignore[union-attr]
             else:
                 self.transport.writelines(chunks)  # type: ignore[union-attr]
             return

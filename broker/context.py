@@ -41,6 +41,16 @@ class RequestContext:
         return "/" + self.conn.peer_host
 
     @property
+    def principal(self) -> Any:
+        """Who sent the request (broker/security/): User:ANONYMOUS on a PLAINTEXT listener."""
+        return self.conn.principal
+
+    @property
+    def authorizer(self) -> Any:
+        """The broker's authorizer, or None (broker/security/authorize.py asks it)."""
+        return self.broker.authorizer
+
+    @property
     def log(self) -> Any:
         """A logger bound to this request (built lazily: most requests never log)."""
         return structlog.get_logger("kaflet.request").bind(

@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kaflet.broker")
 
-_WILDCARDS = ("", "0.0.0.0", "::")
-
 
 def host_port(host: str, port: int) -> str:
     """host:port, with an IPv6 address in brackets as clients and URLs write it."""
@@ -74,6 +72,13 @@ class Broker:
         self.cluster: Cluster | None = None
         self.headless = False  # a Cluster's state broker: no listener of its own
         self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip, config.queued_max_request_bytes)
+        # Listeners, TLS, SASL and ACLs (broker/security/); a cluster's nodes share the state broker's.
+        from broker.security.listeners import parse_listeners
+        from broker.security.service import Security
+
+        self.listeners = parse_listeners(config)
+        self.security = Security(config, self.listeners)
+        self.authorizer = self.security.authorizer
         self.dynamic_configs = DynamicBrokerConfigs(self)
         self.debug_requests = config.log_level == "debug"
         self.started_at = 0.0
@@ -142,6 +147,7 @@ class Broker:
     async def _start(self, t0: float) -> None:
         self.datadir = DataDir(self.config.data_dir, self.config.node_id, self.config.offsets_partitions)
         self.dynamic_configs.load(self.datadir.path)  # dynamic broker configs win over static ones
+        self.security.load(self.datadir.path)  # SCRAM credentials and ACLs, before any listener serves
         self.topics = TopicManager(self.datadir.path, self.config)
         self.producer_ids = ProducerIdManager(self.datadir.path)
         self.logs = LogManager(
@@ -182,6 +188,7 @@ class Broker:
             "broker ready",
             bootstrap=self.bootstrap,
             listen=[host_port(h, self.bound_port) for h in self.bound_hosts],
+            **({"listeners": [lst.describe() for lst in self.listeners]} if self.config.listeners else {}),
             node_id=self.config.node_id,
             cluster_id=self.cluster_id,
             data_dir=str(self.datadir.path),
@@ -261,25 +268,9 @@ class Broker:
         """Bind the listen sockets (not serving yet): a taken port fails before the data dir is touched."""
         if self.headless:
             return
-        loop = asyncio.get_running_loop()
-        host = self.config.host
-        hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
-        port = self.config.port if port is None else port
-        for i, h in enumerate(hosts):
-            try:
-                server = await loop.create_server(
-                    lambda: KafkaConnection(self), host=h or None, port=port, reuse_address=True, backlog=1024, start_serving=False
-                )
-            except OSError as exc:
-                if i == 0:
-                    raise
-                log.warning("cannot listen on second loopback address", host=h, error=str(exc))
-                continue
-            if i == 0:
-                port = server.sockets[0].getsockname()[1]
-            self._servers.append(server)
-            self.bound_hosts.append(h)
-        self.bound_port = port
+        from broker.security.listeners import bind
+
+        await bind(self, port)  # every listener (--listeners), with its TLS context
 
     def partition_check(self, topic: str, partition: int, current_epoch: int = -1) -> tuple[ErrorCode, int]:
         """(error, leader epoch) for a request on a partition sent here: FENCED_LEADER_EPOCH or
@@ -295,13 +286,12 @@ class Broker:
 
     @property
     def advertised_host(self) -> str:
-        if self.config.advertised_host:
-            return self.config.advertised_host
-        return "127.0.0.1" if self.config.host in _WILDCARDS else self.config.host
+        """The first listener's advertised host (--advertised-host without --listeners)."""
+        return self.listeners[0].advertised[0]
 
     @property
     def advertised_port(self) -> int:
-        return self.config.advertised_port or self.bound_port
+        return self.listeners[0].advertised[1]
 
     @property
     def bootstrap(self) -> str:

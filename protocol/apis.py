@@ -69,6 +69,7 @@ _MODULES: dict[int, str] = {
     **dict.fromkeys((1, 2, 8, 9, 11, 12, 13, 14, 23, 47), "kafka.protocol.consumer"),
     **dict.fromkeys((3, 10, 18), "kafka.protocol.metadata"),
     **dict.fromkeys((68, 69), "protocol.kip848"),
+    **dict.fromkeys((17, 36), "kafka.protocol.sasl"),
 }
 _NAMES: dict[int, str] = {55: "DescribeQuorum", 74: "ListConfigResources"}  # keys ApiKey does not name
 

@@ -42,11 +42,14 @@ def python_blocks(text: str) -> list[tuple[str, str]]:
     return blocks
 
 
-BLOCKS = python_blocks(README.read_text())
+README_BLOCKS = python_blocks(README.read_text())
+# The docs pages' python blocks run the same way (each named by its page).
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+BLOCKS = README_BLOCKS + [(f"{doc.relative_to(ROOT)}: {where}", code) for doc in DOCS for where, code in python_blocks(doc.read_text())]
 
 
 def test_the_readme_has_python_examples() -> None:
-    assert len(BLOCKS) >= 5
+    assert len(README_BLOCKS) >= 5
 
 
 @pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[where for where, _ in BLOCKS])
@@ -70,7 +73,7 @@ def test_a_readme_python_block_runs_as_written(tmp_path: Path, where: str, code:
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
-@pytest.mark.parametrize("doc", ["README.md", "bench/README.md", "docs/coordinator-rules.md"])
+@pytest.mark.parametrize("doc", ["README.md", "bench/README.md", *(str(d.relative_to(ROOT)) for d in DOCS)])
 def test_links_point_at_files_in_the_repository(doc: str) -> None:
     path = ROOT / doc
     for target in LINK.findall(path.read_text()):

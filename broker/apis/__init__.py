@@ -1,6 +1,7 @@
 """One module per API area; importing this package registers every handler."""
 
 from broker.apis import (  # noqa: F401
+    acls,
     alter_configs,
     api_versions,
     consumer_groups,
@@ -24,6 +25,8 @@ from broker.apis import (  # noqa: F401
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl,
+    scram_credentials,
     sync_group,
     transaction_admin,
     transactions,

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker import topic_configs
-from broker.apis.describe_configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, _broker_id, _ResourceError
+from broker.apis.describe_configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, _authorized, _broker_id, _ResourceError
 from broker.config_types import ConfigError, ConfigType, parse, render
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
@@ -39,6 +39,8 @@ from broker.coordinator.group_configs import GROUP_ACTIONS
 from broker.coordinator.group_configs import definitions as group_definitions
 from broker.dynamic import broker_configs as dynamic
 from broker.registry import api
+from broker.security import authorize as authz
+from broker.security import dynamic as security_dynamic
 from broker.topics import name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -79,6 +81,8 @@ def _kind_of(resource_type: int, name: str) -> tuple[ConfigType, bool]:
         return (d.type, True) if d else (ConfigType.STRING, False)
     if resource_type == BROKER:
         entry = dynamic.DYNAMIC.get(name)
+        if entry is None and security_dynamic.known(name):
+            return security_dynamic.kind(name), True
         return (entry[1], True) if entry else (ConfigType.STRING, False)
     d = group_definitions().get(name)
     return (d.type, True) if d else (ConfigType.STRING, False)
@@ -121,6 +125,8 @@ class _Target:
         if self.type == TOPIC:
             return topic_configs.TOPIC_CONFIGS[name].default(config)
         if self.type == BROKER:
+            if name not in dynamic.DYNAMIC:  # a security config: its static value, or none
+                return config.sasl_enabled_mechanisms.split(",") if security_dynamic.base_name(name)[1] == "sasl.enabled.mechanisms" else []
             return getattr(config, dynamic.DYNAMIC[name][0])
         return getattr(config, group_definitions()[name].broker_default)
 
@@ -129,7 +135,9 @@ class _Target:
         if self.type == TOPIC:
             return topic_configs.validate_new_configs(configs.items(), broker.config)
         if self.type == BROKER:
-            return dynamic.validate(configs)
+            normalized = dynamic.validate(configs, per_broker=self.level == dynamic.NODE)
+            broker.dynamic_configs.check_lockout(self.level, normalized)  # finding 1: no lock-out by config
+            return normalized
         nulls = [n for n, v in configs.items() if v is None]
         if nulls:
             raise ConfigError("Null value not supported for group configs: " + ",".join(nulls))
@@ -197,6 +205,12 @@ def _alter(
     for resource in resources:
         if counts[(resource.resource_type, resource.resource_name)] > 1:
             results.append((resource, ErrorCode.INVALID_REQUEST, "Duplicate resource"))
+            continue
+        # ALTER_CONFIGS on the cluster for BROKER resources (finding 1 of the security review:
+        # without it any client could refuse every connection), the topic or the group.
+        denied = _authorized(ctx, resource, authz.Op.ALTER_CONFIGS)
+        if denied:
+            results.append((resource, denied, None))  # Kafka sends no message with it
             continue
         try:
             target = _Target(ctx, resource, incremental)

@@ -14,6 +14,7 @@ from broker.coordinator.consumer.group import ConsumerGroup, Partitions
 from broker.coordinator.consumer.manager import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, HeartbeatRequest, compile_regex
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol import kip848_codec
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -117,6 +118,12 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     if not ctx.broker.config.consumer_protocol_enabled:
         return _failed(ctx, ErrorCode.UNSUPPORTED_VERSION, ErrorCode.UNSUPPORTED_VERSION.message)  # KH-1
+    if ctx.broker.authorizer is not None:  # READ on the group, then DESCRIBE on each subscribed topic
+        if not authz.allowed(ctx, authz.Op.READ, authz.GROUP, request.group_id or ""):
+            return _failed(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED.message)
+        subscribed = set(request.subscribed_topic_names or ())
+        if subscribed and len(authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, subscribed)) < len(subscribed):
+            return _failed(ctx, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
     coordinator = ctx.broker.coordinator
     if not coordinator.active:
         return _failed(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message)
@@ -268,7 +275,12 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.broker.coordinator
     default = ctx.broker.config.group_consumer_assignors.split(",")[0]
     described = []
+    checking = ctx.broker.authorizer is not None
+    denied = []  # answered first, as KafkaApis adds them before the coordinator's results
     for group_id in dict.fromkeys(request.group_ids):  # each requested group appears once
+        if checking and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, group_id or ""):
+            denied.append(_error_group(group_id or "", ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+            continue
         if not group_id:
             described.append(_error_group(group_id or "", ErrorCode.INVALID_GROUP_ID, ErrorCode.INVALID_GROUP_ID.message))
             continue
@@ -283,7 +295,26 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
             described.append(_error_group(group_id, ErrorCode.GROUP_ID_NOT_FOUND, message))
             continue
         described.append(describe_group(ctx.broker, group, request.include_authorized_operations, default))
-    return ConsumerGroupDescribeResponse(version=ctx.api_version, throttle_time_ms=0, groups=described)
+    if checking:
+        described = [_authorized_view(ctx, d, request.include_authorized_operations) for d in described]
+    return ConsumerGroupDescribeResponse(version=ctx.api_version, throttle_time_ms=0, groups=denied + described)
+
+
+def _authorized_view(ctx: RequestContext, d: Any, include_ops: bool) -> Any:
+    """With an authorizer: the group's operations from it, and TOPIC_AUTHORIZATION_FAILED for a
+    group whose (target) assignment names a topic the principal may not describe (KafkaApis)."""
+    if d.error_code:
+        return d
+    if include_ops:
+        d.authorized_operations = sum(1 << op for op in authz.operations_or_all(ctx, authz.GROUP, d.group_id))
+    names = {t.topic_name for m in d.members for a in (m.assignment, m.target_assignment) for t in a.topic_partitions}
+    if names and len(authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, names)) < len(names):
+        return _error_group(
+            d.group_id,
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "The group has described topic(s) that the client is not authorized to describe.",
+        )
+    return d
 
 
 __all__ = ["handle_consumer_group_describe", "handle_consumer_group_heartbeat", "validate_heartbeat"]

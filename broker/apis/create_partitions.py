@@ -19,6 +19,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment
 from broker.registry import api
+from broker.security import authorize as authz
 from broker.topics import INTERNAL_TOPICS, TopicError
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -73,11 +74,17 @@ def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
         for name in dict.fromkeys(t.name for t in requested)
         if counts[name] > 1
     ]
+    alterable = None
+    if ctx.broker.authorizer is not None:  # ALTER on each topic (TOPIC_AUTHORIZATION_FAILED, no message)
+        alterable = authz.filter_allowed(ctx, authz.Op.ALTER, authz.TOPIC, (t.name for t in requested if counts[t.name] == 1))
     budget = RecordBudget()
     accepted: list[tuple[Any, int]] = []
     outcome: list[Any] = []
     for wanted in requested:
         if counts[wanted.name] > 1:
+            continue
+        if alterable is not None and wanted.name not in alterable:
+            results.append(_Result(name=wanted.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None))
             continue
         try:
             current = _check(ctx, wanted)

@@ -28,6 +28,7 @@ from broker.config_types import ConfigError
 from broker.context import RequestContext
 from broker.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment, check_replication_factor
 from broker.registry import api
+from broker.security import authorize as authz
 from broker.topics import INTERNAL_TOPICS, TopicError
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -141,6 +142,14 @@ def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(t.name for t in requested)
     duplicates = [name for name in dict.fromkeys(t.name for t in requested) if counts[name] > 1]
 
+    # With an authorizer: CREATE on the cluster covers every topic, else each needs CREATE on itself
+    # (TOPIC_AUTHORIZATION_FAILED "Authorization failed.", answered after the others, as ControllerApis).
+    denied: list[str] = []
+    if ctx.broker.authorizer is not None and not authz.cluster_allowed(ctx, authz.Op.CREATE, log_denied=False):
+        wanted = [t.name for t in requested if counts[t.name] == 1 and t.name != CLUSTER_METADATA_TOPIC]
+        creatable = authz.filter_allowed(ctx, authz.Op.CREATE, authz.TOPIC, wanted)
+        denied = [n for n in wanted if n not in creatable]
+        requested = [t for t in requested if t.name not in denied]
     results: list[Any] = []
     pending: dict[str, str] = {}  # collision key -> name, for topics accepted earlier in this request
     budget = RecordBudget()
@@ -184,6 +193,7 @@ def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             )
             answers.append(_success(ctx, entry, created.topic_id))
     answers.extend(_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for name in duplicates)
+    answers.extend(_result(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.") for name in denied)
     if cluster_metadata:
         answers.append(
             _result(

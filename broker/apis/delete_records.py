@@ -13,6 +13,7 @@ from typing import Any
 from broker.apis.produce import ADMIN_CLIENT_ID
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
 from broker.topics import INTERNAL_TOPICS
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -40,12 +41,15 @@ def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     topics_mgr = ctx.broker.topics
     internal_allowed = ctx.client_id == ADMIN_CLIENT_ID
     out = []
+    deletable = authz.filter_allowed(ctx, authz.Op.DELETE, authz.TOPIC, (t.name for t in request.topics))
     for t in request.topics:
         parts = []
         known = topics_mgr.get(t.name) is not None
         for p in t.partitions:
             log = logs.get(t.name, p.partition_index) if known else None
-            if log is None:
+            if t.name not in deletable:  # DELETE on the topic, before anything else (KafkaApis)
+                parts.append(_part(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif log is None:
                 parts.append(_part(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             elif t.name in INTERNAL_TOPICS and not internal_allowed:
                 parts.append(_part(p.partition_index, ErrorCode.INVALID_TOPIC_EXCEPTION))

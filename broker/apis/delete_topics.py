@@ -17,6 +17,7 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -84,17 +85,37 @@ def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
     for topic_id in duplicate_ids:
         answer(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
 
+    # With an authorizer, as ControllerApis.deleteTopics: DELETE on the cluster covers every topic;
+    # else a topic needs DESCRIBE (TOPIC_AUTHORIZATION_FAILED, even when it does not exist, without
+    # its name when given by id) and DELETE.
+    describable = deletable = None
+    if ctx.broker.authorizer is not None and not authz.cluster_allowed(ctx, authz.Op.DELETE, log_denied=False):
+        known = [*names, *(t.name for i in ids if (t := topics.get_by_id(i)) is not None)]
+        describable = authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, known)
+        deletable = authz.filter_allowed(ctx, authz.Op.DELETE, authz.TOPIC, known)
     to_delete: dict[uuid.UUID, str] = {}
     for topic_id in ids:
         topic = topics.get_by_id(topic_id)
         if topic is None:
             answer(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_ID.message)
+        elif deletable is not None and topic.name not in deletable:
+            visible = describable is not None and topic.name in describable
+            answer(
+                topic.name if visible else None,
+                topic_id,
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED.message,
+            )
         else:
             to_delete[topic_id] = topic.name
     for name in names:
         topic = topics.get(name)
-        if topic is None:
+        if describable is not None and name not in describable:
+            answer(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED.message)
+        elif topic is None:
             answer(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
+        elif deletable is not None and name not in deletable:
+            answer(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED.message)
         elif topic.topic_id in duplicate_ids or topic.topic_id in to_delete:
             duplicate_ids[topic.topic_id] = None
             to_delete.pop(topic.topic_id, None)

@@ -14,6 +14,9 @@ from typing import Any
 from broker.apis.metadata import CLUSTER_OPERATIONS, brokers_of
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
+from broker.security.acls import CLUSTER_NAME
+from broker.security.listeners import listener_name
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -57,6 +60,15 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=broker.cluster_id,
         controller_id=node if broker.cluster is None else broker.cluster.node_ids[0],
-        brokers=brokers_of(broker, lambda n, h, p, r: _Broker(broker_id=n, host=h, port=p, rack=r)),
-        authorized_operations=set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None,
+        brokers=brokers_of(broker, lambda n, h, p, r: _Broker(broker_id=n, host=h, port=p, rack=r), listener_name(ctx)),
+        authorized_operations=_cluster_ops(ctx) if request.include_cluster_authorized_operations else None,
     )
+
+
+def _cluster_ops(ctx: RequestContext) -> set[int]:
+    """AuthHelper.computeDescribeClusterResponse: the authorizer's answer, 0 without DESCRIBE on the cluster."""
+    if ctx.broker.authorizer is None:
+        return set(CLUSTER_OPERATIONS)
+    if not authz.cluster_allowed(ctx, authz.Op.DESCRIBE):
+        return set()
+    return set(authz.operations_or_all(ctx, authz.CLUSTER, CLUSTER_NAME))

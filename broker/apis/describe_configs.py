@@ -26,6 +26,7 @@ from broker import broker_configs, topic_configs
 from broker.config_types import ConfigEntry, ConfigSource, ConfigType
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
 from broker.topics import name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -127,7 +128,12 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     synonyms = bool(request.include_synonyms) if version >= 1 else False
     documentation = bool(request.include_documentation) if version >= 3 else False
     results: list[Any] = []
+    denied: list[Any] = []  # answered after the others, as ConfigHelper does
     for resource in resources:
+        code = _authorized(ctx, resource, authz.Op.DESCRIBE_CONFIGS)
+        if code:
+            denied.append(_result(resource, code, code.message, []))
+            continue
         try:
             entries = _entries(ctx, resource)
         except _ResourceError as exc:
@@ -138,4 +144,17 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
             wanted = set(keys)
             entries = [e for e in entries if e.name in wanted]
         results.append(_result(resource, ErrorCode.NONE, None, [_wire(e, synonyms, documentation) for e in entries]))
-    return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
+    return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results + denied)
+
+
+def _authorized(ctx: RequestContext, resource: Any, op: int) -> ErrorCode:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster (BROKER, BROKER_LOGGER, CLIENT_METRICS), the
+    topic or the group; the resource type's authorization error otherwise."""
+    if ctx.broker.authorizer is None:
+        return ErrorCode.NONE
+    kind, name = resource.resource_type, resource.resource_name
+    if kind == TOPIC:
+        return ErrorCode.NONE if authz.allowed(ctx, op, authz.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if kind == GROUP:
+        return ErrorCode.NONE if authz.allowed(ctx, op, authz.GROUP, name) else ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return ErrorCode.NONE if authz.cluster_allowed(ctx, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED

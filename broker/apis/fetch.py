@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey
 from protocol.encode import I16, I32, I64, NO_TAGS, array_len, bytes_len, string
 from protocol.errors import ErrorCode
@@ -137,6 +138,12 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Topic]:
     logs = broker.logs
     by_id = version >= _TOPIC_IDS_FROM
     out: list[_Topic] = []
+    readable = None
+    if broker.authorizer is not None:  # READ on each topic, after unknown topic ids, as KafkaApis checks
+        names = (
+            [t.topic for t in request.topics] if not by_id else [x.name for t in request.topics if (x := topics_mgr.get_by_id(t.topic_id))]
+        )
+        readable = authz.filter_allowed(ctx, authz.Op.READ, authz.TOPIC, names)
     for t in request.topics:
         if by_id:
             topic = topics_mgr.get_by_id(t.topic_id)
@@ -144,11 +151,16 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Topic]:
         else:
             topic = topics_mgr.get(t.topic)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        denied = (
+            readable is not None and (topic is not None or not by_id) and (topic.name if topic is not None else t.topic) not in readable
+        )
         parts = []
         for p in t.partitions:
-            log = logs.get(topic.name, p.partition) if topic is not None else None
+            log = logs.get(topic.name, p.partition) if topic is not None and not denied else None
             part = _Partition(p.partition, p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1), log)
-            if topic is None:
+            if denied:
+                part.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None:
                 part.error = missing
             elif log is None:
                 part.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -11,6 +11,8 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
+from broker.security.listeners import advertised_for, listener_name
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -49,16 +51,25 @@ def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def _node_of(broker: Any, key_type: int, key: str) -> tuple[int, str, int]:
+def _node_of(broker: Any, key_type: int, key: str, listener: str | None = None) -> tuple[int, str, int]:
     """(node id, host, port) of the coordinator of `key`: this broker, or in a cluster the leader
-    of the key's `__consumer_offsets` / `__transaction_state` partition."""
+    of the key's `__consumer_offsets` / `__transaction_state` partition (addresses of `listener`)."""
     cluster = broker.cluster
     if cluster is None:
-        return broker.config.node_id, broker.advertised_host, broker.advertised_port
+        return broker.config.node_id, *advertised_for(broker, listener)
     coordinator = broker.coordinator if key_type == GROUP else broker.txn
     topic = "__consumer_offsets" if key_type == GROUP else coordinator.topic_name
     node = cluster.node(cluster.leader(topic, coordinator.partition_for(key)))
-    return node.config.node_id, node.advertised_host, node.advertised_port
+    return node.config.node_id, *advertised_for(node, listener)
+
+
+def _authorized(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
+    """KafkaApis.getCoordinator's first checks: DESCRIBE on the group or the transactional id."""
+    if key_type == GROUP and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if key_type == TRANSACTION and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return ErrorCode.NONE
 
 
 @api(ApiKey.FIND_COORDINATOR, 0, 6, error_response=_error)
@@ -72,17 +83,21 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error = _lookup(ctx, key_type)
+            error = _authorized(ctx, key_type, key)
             if error is ErrorCode.NONE:
-                node, host, port = _node_of(broker, key_type, key)
+                error = _lookup(ctx, key_type)
+            if error is ErrorCode.NONE:
+                node, host, port = _node_of(broker, key_type, key, listener_name(ctx))
                 coordinators.append(_Coordinator(key=key, node_id=node, host=host, port=port, error_code=0, error_message=None))
             else:
                 coordinators.append(_Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error, error_message=None))
         return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
-    error = _lookup(ctx, key_type)
+    error = _authorized(ctx, key_type, request.key)
+    if error is ErrorCode.NONE:
+        error = _lookup(ctx, key_type)
     if error is not ErrorCode.NONE:
         return _error(request, error)
-    node, host, port = _node_of(broker, key_type, request.key)
+    node, host, port = _node_of(broker, key_type, request.key, listener_name(ctx))
     return FindCoordinatorResponse(
         version=version, throttle_time_ms=0, error_code=0, error_message="NONE", node_id=node, host=host, port=port
     )

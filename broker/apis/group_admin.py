@@ -7,6 +7,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -37,7 +38,22 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     include_ops = version >= 3 and request.include_authorized_operations
     described = []
+    checking = ctx.broker.authorizer is not None
+    denied = []  # answered first, as KafkaApis adds them before the coordinator's results
     for group_id in request.groups:
+        if checking and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, group_id or ""):
+            denied.append(
+                _Described(
+                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=None,
+                )
+            )
+            continue
         if group_id is None:
             described.append(
                 _Described(
@@ -96,10 +112,18 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                 protocol_type=d.protocol_type,
                 protocol_data=d.protocol_data,
                 members=members,
-                authorized_operations=set(GROUP_OPERATIONS) if include_ops else None,
+                authorized_operations=_group_ops(ctx, group_id, d.error) if include_ops else None,
             )
         )
-    return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=described)
+    return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=denied + described)
+
+
+def _group_ops(ctx: RequestContext, group_id: str, error: int) -> Any:
+    """The group's authorized operations: from the authorizer when there is one (only for a group
+    described without error, as Kafka), else what an authorizer-less Kafka reports."""
+    if ctx.broker.authorizer is None:
+        return set(GROUP_OPERATIONS)
+    return set(authz.operations_or_all(ctx, authz.GROUP, group_id)) if not error else None
 
 
 def _list_error(request: Any, code: ErrorCode) -> Any:
@@ -136,6 +160,9 @@ def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
                 if states and state.lower() not in states:
                     continue
                 listed.append(_Listed(group_id=cgroup.group_id, protocol_type="consumer", group_state=state, group_type="consumer"))
+    if ctx.broker.authorizer is not None and not authz.cluster_allowed(ctx, authz.Op.DESCRIBE, log_denied=False):
+        # Without DESCRIBE on the cluster, only the groups the principal may describe.
+        listed = [g for g in listed if authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, g.group_id, log_denied=False)]
     return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=0, groups=listed)
 
 
@@ -153,7 +180,12 @@ def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.broker.coordinator
     results: dict[str | None, ErrorCode] = {}
     by_shard: dict[Any, list[str]] = {}
+    denied: list[str | None] = []
+    checking = ctx.broker.authorizer is not None
     for group_id in dict.fromkeys(request.groups_names):  # DL-1: duplicates once, order kept
+        if checking and not authz.allowed(ctx, authz.Op.DELETE, authz.GROUP, group_id or ""):
+            denied.append(group_id)  # answered after the others, as KafkaApis does
+            continue
         if group_id is None:
             results[None] = ErrorCode.INVALID_GROUP_ID
             continue
@@ -177,7 +209,10 @@ def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
 
     def build() -> Any:
         return DeleteGroupsResponse(
-            version=version, throttle_time_ms=0, results=[_Deleted(group_id=g, error_code=c) for g, c in results.items()]
+            version=version,
+            throttle_time_ms=0,
+            results=[_Deleted(group_id=g, error_code=c) for g, c in results.items()]
+            + [_Deleted(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in denied],
         )
 
     if not waiters:

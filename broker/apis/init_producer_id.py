@@ -20,6 +20,7 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -40,6 +41,15 @@ def _error(request: Any, code: ErrorCode) -> Any:
 @api(ApiKey.INIT_PRODUCER_ID, 0, 5, error_response=_error)
 def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
+    if ctx.broker.authorizer is not None:
+        tid = request.transactional_id
+        if tid is not None and not authz.allowed(ctx, authz.Op.WRITE, authz.TRANSACTIONAL_ID, tid):
+            return _response(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if tid is None and not (
+            authz.cluster_allowed(ctx, authz.Op.IDEMPOTENT_WRITE, log_denied=False)
+            or authz.allowed_by_resource_type(ctx, authz.Op.WRITE, authz.TOPIC)
+        ):
+            return _response(version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     pid, epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     if version >= 3:
         pid, epoch = request.producer_id, request.producer_epoch

@@ -18,6 +18,7 @@ from broker.coordinator.classic import JoinResult
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.coordinator.rebalance import JoinRequest
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -65,6 +66,8 @@ def _protocol_set(protocols: Any) -> list[tuple[str, bytes]]:
 
 @api(ApiKey.JOIN_GROUP, 0, 9, error_response=_error)
 def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+    if ctx.broker.authorizer is not None and not authz.allowed(ctx, authz.Op.READ, authz.GROUP, request.group_id):
+        return _error(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = ctx.api_version
     broker = ctx.broker
     coordinator = broker.coordinator

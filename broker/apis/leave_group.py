@@ -7,6 +7,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -40,6 +41,8 @@ def _error(request: Any, code: ErrorCode) -> Any:
 
 @api(ApiKey.LEAVE_GROUP, 0, 5, error_response=_error)
 def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+    if ctx.broker.authorizer is not None and not authz.allowed(ctx, authz.Op.READ, authz.GROUP, request.group_id):
+        return _error(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     version = ctx.api_version
     coordinator = ctx.broker.coordinator
     if not coordinator.active:

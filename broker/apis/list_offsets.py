@@ -17,6 +17,7 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 from storage.log import PartitionLog, now_ms
@@ -46,11 +47,15 @@ def _v0_offsets(log: PartitionLog, timestamp: int, max_count: int, client: bool)
 def _handle_v0(ctx: RequestContext, request: Any) -> Any:
     client = request.replica_id == -1
     out = []
+    described = authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, (t.name for t in request.topics))
     for t in request.topics:
         topic = ctx.broker.topics.get(t.name)
         parts = []
         for p in t.partitions:
             index = p.partition_index
+            if t.name not in described:
+                parts.append(_Partition(partition_index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if p.timestamp < EARLIEST:  # v0 knows only latest (-1) and earliest (-2)
                 parts.append(_Partition(partition_index=index, error_code=ErrorCode.UNSUPPORTED_VERSION))
                 continue
@@ -90,12 +95,16 @@ def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     topics_mgr = ctx.broker.topics
     logs = ctx.broker.logs
     out = []
+    described = authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, (t.name for t in request.topics))
     for t in request.topics:
         parts = []
         topic = topics_mgr.get(t.name)
         for p in t.partitions:
             index = p.partition_index
             ts = p.timestamp
+            if t.name not in described:  # DESCRIBE on the topic first, as KafkaApis partitions them
+                parts.append(_part(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if (t.name, index) in duplicates:
                 parts.append(_part(index, ErrorCode.INVALID_REQUEST))
                 continue

@@ -11,6 +11,9 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
+from broker.security.acls import CLUSTER_NAME
+from broker.security.listeners import advertised_for, listener_name
 from broker.topics import INTERNAL_TOPICS, Topic, name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -94,10 +97,11 @@ def _error(request: Any, code: ErrorCode) -> Any:
     )
 
 
-def brokers_of(broker: Any, make: Any) -> list[Any]:
-    """Every node of the broker's cluster (itself alone without one), as `make(node_id, host, port, rack)`."""
+def brokers_of(broker: Any, make: Any, listener: str | None = None) -> list[Any]:
+    """Every node of the broker's cluster (itself alone without one), as `make(node_id, host, port, rack)`,
+    with the addresses of `listener` (the one the request came in on)."""
     nodes = [broker] if broker.cluster is None else broker.cluster.nodes
-    return [make(n.config.node_id, n.advertised_host, n.advertised_port, None) for n in nodes]
+    return [make(n.config.node_id, *advertised_for(n, listener), None) for n in nodes]
 
 
 def _cache(broker: Any) -> dict[tuple[int, bytes], tuple[int, bytes, bool]]:
@@ -127,6 +131,8 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     allow_auto = request.allow_auto_topic_creation if version >= 4 else True
     include_cluster_ops = bool(version >= 8 and version <= 10 and request.include_cluster_authorized_operations)
     include_topic_ops = bool(version >= 8 and request.include_topic_authorized_operations)
+    if broker.authorizer is not None:
+        return _authorized_metadata(ctx, request, requested, allow_auto, include_cluster_ops, include_topic_ops)
 
     entries: list[Any] = []
     if requested is None:
@@ -162,13 +168,15 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     response = MetadataResponse(
         version=version,
         throttle_time_ms=0,
-        brokers=brokers_of(broker, _Broker),
+        brokers=brokers_of(broker, _Broker, listener_name(ctx)),
         cluster_id=broker.cluster_id,
         controller_id=node if broker.cluster is None else broker.cluster.node_ids[0],
         topics=entries,
         authorized_operations=set(CLUSTER_OPERATIONS) if include_cluster_ops else None,
     )
     body = bytes(response.encode())
+    if not ctx.conn.cacheable:  # another listener's addresses
+        return body
     cache = _cache(broker)
     if len(cache) >= _CACHE_LIMIT:
         cache.clear()
@@ -176,3 +184,88 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     # Stored at the generation after any auto-creation above, so a repeat is a hit.
     cache[(version, bytes(ctx.raw_body))] = (topics_mgr.generation, body, ctx.errors is not None)
     return body
+
+
+def _authorized_metadata(ctx: RequestContext, request: Any, requested: Any, allow_auto: bool, cluster_ops: bool, topic_ops: bool) -> Any:
+    """Metadata with an authorizer, in KafkaApis' order: topics without DESCRIBE are left out of an
+    all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named; an unknown topic is
+    auto-created only with CREATE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED
+    otherwise); authorized-operations bits come from the authorizer."""
+    broker = ctx.broker
+    version = ctx.api_version
+    topics_mgr = broker.topics
+    unknown_ids: list[Any] = []
+    entries: list[Any] = []
+    denied_create: list[Any] = []
+    denied_describe: list[Any] = []
+
+    def entry(topic: Topic) -> Any:
+        e = _topic_entry(ctx, topic, False)
+        if topic_ops:
+            e.authorized_operations = set(authz.operations_or_all(ctx, authz.TOPIC, topic.name))
+        return e
+
+    if requested is None:
+        for topic in list(topics_mgr.topics.values()):
+            if authz.allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, topic.name, log_denied=False):
+                entries.append(entry(topic))
+    else:
+        names: dict[str, Any] = {}
+        for wanted in requested:
+            topic_id = getattr(wanted, "topic_id", None) if version >= 10 else None
+            if wanted.name is None:
+                topic = topics_mgr.get_by_id(topic_id)
+                if topic is None:
+                    unknown_ids.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                else:
+                    names.setdefault(topic.name, topic_id)
+            else:
+                names.setdefault(wanted.name, None)
+        describable = authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, names)
+        missing = {n for n in names if n in describable and topics_mgr.get(n) is None}
+        creatable = set(missing)
+        if (
+            missing
+            and allow_auto
+            and broker.config.auto_create_topics
+            and not authz.cluster_allowed(ctx, authz.Op.CREATE, log_denied=False)
+        ):
+            creatable = authz.filter_allowed(ctx, authz.Op.CREATE, authz.TOPIC, missing)
+        for name, topic_id in names.items():
+            if name not in describable:
+                if topic_id is not None:
+                    denied_describe.append(_error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
+                else:
+                    denied_describe.append(_error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                continue
+            if name in missing and name not in creatable:
+                e = _error_entry(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
+                e.is_internal = name in INTERNAL_TOPICS
+                denied_create.append(e)
+                continue
+            topic = topics_mgr.get(name)
+            if topic is None:
+                if name_error(name) is not None:
+                    entries.append(_error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+                    continue
+                if allow_auto:
+                    topic = topics_mgr.maybe_auto_create(name)
+                if topic is None:
+                    entries.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                    continue
+            entries.append(entry(topic))
+    ops = None
+    if cluster_ops:
+        ops = set(authz.operations_or_all(ctx, authz.CLUSTER, CLUSTER_NAME)) if authz.cluster_allowed(ctx, authz.Op.DESCRIBE) else set()
+    topics = unknown_ids + entries + denied_create + denied_describe
+    ctx.errors = [e.error_code for e in topics if e.error_code] or None
+    node = broker.config.node_id
+    return MetadataResponse(
+        version=version,
+        throttle_time_ms=0,
+        brokers=brokers_of(broker, _Broker, listener_name(ctx)),
+        cluster_id=broker.cluster_id,
+        controller_id=node if broker.cluster is None else broker.cluster.node_ids[0],
+        topics=topics,
+        authorized_operations=ops,
+    )

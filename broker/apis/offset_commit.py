@@ -14,6 +14,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.coordinator.errors import AppendsFailed, CoordinatorError, map_append_error
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol import commit_codec
 from protocol.apis import ApiKey
 from protocol.commit_codec import CommitPartition, CommitRequest
@@ -62,22 +63,49 @@ class _Answer:
         return self.fill(map_append_error(failed.code) if failed is not None else ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
+class _DeniedAnswer(_Answer):
+    """With an authorizer: the partitions of topics without READ get TOPIC_AUTHORIZATION_FAILED."""
+
+    __slots__ = ("denied",)
+
+    def fill(self, codes: list[ErrorCode] | ErrorCode) -> bytes:
+        it = iter(codes) if isinstance(codes, list) else None
+        rows: Rows = []
+        for (name, parts), limit in zip(self.topics, self.limits, strict=True):
+            if name in self.denied:
+                rows.append((name, [(p[0], ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in parts]))
+                continue
+            rows.append((name, [(p[0], (next(it) if it is not None else codes) if 0 <= p[0] < limit else _UNKNOWN) for p in parts]))
+        self.ctx.errors = [c for _n, r in rows for _p, c in r if c] or None
+        return commit_codec.encode_response(self.ctx.api_version, rows)
+
+
 @api(ApiKey.OFFSET_COMMIT, 0, 9, error_response=_error, decoder=commit_codec.decode_request)
 def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
     broker = ctx.broker
     known_topics = broker.topics.topics
     topics = request.topics
+    denied: set[str] = set()
+    if broker.authorizer is not None:  # READ on the group, then on each topic (KafkaApis' order)
+        if not authz.allowed(ctx, authz.Op.READ, authz.GROUP, request.group_id or ""):
+            return _error(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        names = {name for name, _parts in topics}
+        denied = names - authz.filter_allowed(ctx, authz.Op.READ, authz.TOPIC, names)
     commits: list[tuple[str, CommitPartition]] = []
     unknown = 0  # OC-2 answers, for the request metrics
     limits: list[int] = []  # each topic's partition count as this request saw it
     for name, parts in topics:
         topic = known_topics.get(name)
-        limit = topic.partitions if topic is not None else 0
+        limit = topic.partitions if topic is not None and name not in denied else 0
         limits.append(limit)
         known = [(name, cp) for cp in parts if 0 <= cp[0] < limit]
         unknown += len(parts) - len(known)
         commits += known
-    answer = _Answer(ctx, topics, limits, unknown, len(commits))
+    if denied:
+        answer: _Answer = _DeniedAnswer(ctx, topics, limits, unknown, len(commits))
+        answer.denied = denied  # type: ignore[attr-defined]
+    else:
+        answer = _Answer(ctx, topics, limits, unknown, len(commits))
     if not commits:
         return answer.fill([])
     group_id = request.group_id

@@ -8,6 +8,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -29,6 +30,12 @@ def _error(request: Any, code: ErrorCode) -> Any:
 @api(ApiKey.OFFSET_DELETE, 0, 0, error_response=_error)
 def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     group_id = request.group_id
+    denied: set[str] = set()
+    if ctx.broker.authorizer is not None:  # DELETE on the group, then READ on each topic
+        if not authz.allowed(ctx, authz.Op.DELETE, authz.GROUP, group_id or ""):
+            return _response(ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
+        names = {t.name for t in request.topics}
+        denied = names - authz.filter_allowed(ctx, authz.Op.READ, authz.TOPIC, names)
     if not group_id:
         return _response(ErrorCode.INVALID_GROUP_ID, [])  # GE-4: null or ""
     topics = ctx.broker.topics
@@ -38,7 +45,9 @@ def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
         known = topics.get(t.name)
         valid = []
         for p in t.partitions:
-            if known is None or not 0 <= p.partition_index < known.partitions:
+            if t.name in denied:
+                unknown.setdefault(t.name, []).append((p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif known is None or not 0 <= p.partition_index < known.partitions:
                 unknown.setdefault(t.name, []).append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))  # OD-3
             else:
                 valid.append(p.partition_index)

@@ -11,6 +11,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -35,11 +36,25 @@ def _fetch_group(
 ) -> tuple[ErrorCode, Rows]:
     if group_id is None:
         return ErrorCode.INVALID_GROUP_ID, []
+    denied: list[tuple[str, list[int]]] = []
+    checking = ctx.broker.authorizer is not None
+    if checking:  # DESCRIBE on the group, then on each topic (KafkaApis' order)
+        if not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, group_id):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+        if topics is not None:
+            described = authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, (name for name, _p in topics))
+            denied = [t for t in topics if t[0] not in described]
+            topics = [t for t in topics if t[0] in described]
     try:
         shard = ctx.broker.coordinator.shard_for(group_id)
-        return ErrorCode.NONE, shard.fetch_offsets(group_id, topics, require_stable, member_id, member_epoch)
+        rows = shard.fetch_offsets(group_id, topics, require_stable, member_id, member_epoch)
     except CoordinatorError as exc:
         return exc.code, []
+    if checking:
+        if topics is None:  # every committed topic: those without DESCRIBE are left out
+            rows = [r for r in rows if authz.allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, r[0])]
+        rows = rows + [(name, [(p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in parts]) for name, parts in denied]
+    return ErrorCode.NONE, rows
 
 
 def _requested(topics: Any) -> list[tuple[str, list[int]]] | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 from storage.log import LEADER_EPOCH
@@ -53,13 +54,18 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
     topics_mgr = ctx.broker.topics
     out = []
+    described = None  # CLUSTER_ACTION covers every topic, else DESCRIBE on each (KafkaApis)
+    if ctx.broker.authorizer is not None and not authz.cluster_allowed(ctx, authz.Op.CLUSTER_ACTION, log_denied=False):
+        described = authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, (t.topic for t in request.topics))
     for t in request.topics:
         parts = []
         known = topics_mgr.get(t.topic) is not None
         for p in t.partitions:
             log = logs.get(t.topic, p.partition) if known else None
             current = p.current_leader_epoch
-            if log is None:
+            if described is not None and t.topic not in described:
+                parts.append(_part(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif log is None:
                 parts.append(_part(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             elif (code_epoch := ctx.broker.partition_check(t.topic, p.partition, current))[0]:
                 parts.append(_part(p.partition, code_epoch[0]))

@@ -29,6 +29,7 @@ from typing import Any
 from broker.connection import CloseConnection
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security import authorize as authz
 from broker.topics import INTERNAL_TOPICS
 from protocol import produce_codec
 from protocol.apis import ApiKey, request_class
@@ -142,7 +143,11 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     version = ctx.api_version
     acks = request.acks
-    if _has_transactional_records(request) and request.transactional_id is None:
+    authorizer = broker.authorizer
+    if _has_transactional_records(request) and (
+        request.transactional_id is None
+        or (authorizer is not None and not authz.allowed(ctx, authz.Op.WRITE, authz.TRANSACTIONAL_ID, request.transactional_id))
+    ):
         ctx.errors = [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED] * sum(len(t.partition_data) for t in request.topic_data)
         return _respond(acks, version, _error(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), True, [])
     topics_mgr = broker.topics
@@ -152,10 +157,14 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
     appended: list[Any] = []
     failed = False
     out: list[tuple[str, list[PartitionResult]]] = []
+    writable = (
+        None if authorizer is None else authz.filter_allowed(ctx, authz.Op.WRITE, authz.TOPIC, (td.name for td in request.topic_data))
+    )
     for td in request.topic_data:
         name = td.name
+        denied = writable is not None and name not in writable
         topic = topics_mgr.get(name)
-        if topic is None:
+        if topic is None and not denied:
             topic = topics_mgr.maybe_auto_create(name)
         parts: list[PartitionResult] = []
         out.append((name, parts))
@@ -163,7 +172,9 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
             res = PartitionResult(pd.index)
             parts.append(res)
             log = logs.get(name, pd.index) if topic is not None else None
-            if log is None:
+            if denied:
+                res.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif log is None:
                 res.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif broker.cluster is not None and (code := broker.partition_check(name, pd.index)[0]):
                 res.error = code  # another node of the cluster leads it

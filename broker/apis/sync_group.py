@@ -10,6 +10,7 @@ from broker.coordinator.classic import SyncResult
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.coordinator.rebalance import SyncRequest
 from broker.registry import api
+from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -36,6 +37,8 @@ def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return encode(version, SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))  # SG-1
+    if ctx.broker.authorizer is not None and not authz.allowed(ctx, authz.Op.READ, authz.GROUP, request.group_id):
+        return _error(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = ctx.broker.coordinator
     if not coordinator.active:
         return encode(version, SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))

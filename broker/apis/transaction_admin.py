@@ -20,6 +20,7 @@ from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError
 from broker.coordinator.shard import ShardState
 from broker.registry import api
+from broker.security import authorize as authz
 from broker.txn.metadata import STATE_NAMES, STATES_BY_NAME, TxnState
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -78,6 +79,8 @@ def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
             if pattern is not None and not pattern.fullmatch(tid):
                 continue
             states.append(_Listed(transactional_id=tid, producer_id=meta.producer_id, transaction_state=STATE_NAMES[meta.state]))
+    if ctx.broker.authorizer is not None:  # only the transactional ids the principal may describe
+        states = [t for t in states if authz.allowed(ctx, authz.Op.DESCRIBE, authz.TRANSACTIONAL_ID, t.transactional_id)]
     return ListTransactionsResponse(
         version=version, throttle_time_ms=0, error_code=0, unknown_state_filters=unknown, transaction_states=states
     )
@@ -106,7 +109,11 @@ def _empty(tid: str, code: ErrorCode) -> Any:
 def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
     txn = ctx.broker.txn
     out = []
+    checking = ctx.broker.authorizer is not None
     for tid in request.transactional_ids or ():
+        if checking and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TRANSACTIONAL_ID, tid):
+            out.append(_empty(tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         if txn is None:
             out.append(_empty(tid, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             continue
@@ -121,7 +128,8 @@ def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, p in sorted(meta.partitions):
-            by_topic.setdefault(topic, []).append(p)
+            if not checking or authz.allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, topic):  # others left out
+                by_topic.setdefault(topic, []).append(p)
         out.append(
             _Described(
                 error_code=0,
@@ -154,10 +162,16 @@ def _producers_error(request: Any, code: ErrorCode) -> Any:
 def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
     topics = []
+    readable = authz.filter_allowed(ctx, authz.Op.READ, authz.TOPIC, (t.name for t in request.topics or ()))
     for t in request.topics or ():
         parts = []
         for p in t.partition_indexes or ():
             plog = logs.get(t.name, p)
+            if t.name not in readable:  # READ on the topic (KafkaApis.handleDescribeProducersRequest)
+                parts.append(
+                    _PPartition(partition_index=p, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None, active_producers=[])
+                )
+                continue
             if plog is None or plog.closed:
                 parts.append(
                     _PPartition(partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=None, active_producers=[])

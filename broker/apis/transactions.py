@@ -26,7 +26,8 @@ from typing import Any
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
-from broker.topics import OFFSETS_TOPIC
+from broker.security import authorize as authz
+from broker.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -83,12 +84,27 @@ def _add_one(
     version = ctx.api_version
     topics = ctx.broker.topics
     unknown = set()
+    denied: set[str] = set()
+    if ctx.broker.authorizer is not None and version < 4:  # v4+ comes from brokers (CLUSTER_ACTION)
+        if not authz.allowed(ctx, authz.Op.WRITE, authz.TRANSACTIONAL_ID, tid or ""):
+            return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), []
+        names = {t for t, _p in partitions if t not in INTERNAL_TOPICS}
+        denied = names - authz.filter_allowed(ctx, authz.Op.WRITE, authz.TOPIC, names)
     for topic, p in partitions:
+        if topic in denied:
+            continue
         t = topics.get(topic)
         if t is None or not 0 <= p < t.partitions:
             unknown.add((topic, p))
-    if unknown:
-        return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}, []
+    if unknown or denied:
+        return {
+            tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if tp[0] in denied
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if tp in unknown
+            else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in partitions
+        }, []
     txn = ctx.broker.txn
     if not tid:
         return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST), []
@@ -117,6 +133,8 @@ def _add_partitions_error(request: Any, code: ErrorCode) -> Any:
 @api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, error_response=_add_partitions_error)
 def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
+    if version >= 4 and not authz.cluster_allowed(ctx, authz.Op.CLUSTER_ACTION):
+        return _add_partitions_error(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if version < 4:
         partitions = _requested(request.v3_and_below_topics)
         codes, waits = _add_one(
@@ -167,7 +185,12 @@ def _add_offsets_error(request: Any, code: ErrorCode) -> Any:
 def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     txn = ctx.broker.txn
-    if not request.transactional_id:
+    checking = ctx.broker.authorizer is not None
+    if checking and not authz.allowed(ctx, authz.Op.WRITE, authz.TRANSACTIONAL_ID, request.transactional_id or ""):
+        code, waits = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, []
+    elif checking and not authz.allowed(ctx, authz.Op.READ, authz.GROUP, request.group_id or ""):
+        code, waits = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    elif not request.transactional_id:
         code, waits = ErrorCode.INVALID_REQUEST, []
     elif txn is None:
         code, waits = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
@@ -190,7 +213,9 @@ def _end_txn_error(request: Any, code: ErrorCode) -> Any:
 def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     txn = ctx.broker.txn
-    if not request.transactional_id:
+    if ctx.broker.authorizer is not None and not authz.allowed(ctx, authz.Op.WRITE, authz.TRANSACTIONAL_ID, request.transactional_id or ""):
+        code, waits = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, []
+    elif not request.transactional_id:
         code, waits = ErrorCode.INVALID_REQUEST, []
     elif txn is None:
         code, waits = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
@@ -225,6 +250,14 @@ _UNAVAILABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NO
 def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     broker = ctx.broker
+    denied: set[str] = set()
+    if broker.authorizer is not None:  # WRITE on the transactional id, READ on the group, then each topic
+        if not authz.allowed(ctx, authz.Op.WRITE, authz.TRANSACTIONAL_ID, request.transactional_id or ""):
+            return _txn_commit_error(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not authz.allowed(ctx, authz.Op.READ, authz.GROUP, request.group_id or ""):
+            return _txn_commit_error(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        names = {t.name for t in request.topics or ()}
+        denied = names - authz.filter_allowed(ctx, authz.Op.READ, authz.TOPIC, names)
     rows: list[tuple[str, list[tuple[int, int]]]] = []
     commits: list[tuple[str, int, int, int, str | None]] = []
     slots: list[tuple[list[tuple[int, int]], int]] = []
@@ -234,7 +267,9 @@ def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         out: list[tuple[int, int]] = []
         rows.append((t.name, out))
         for p in t.partitions or ():
-            if 0 <= p.partition_index < limit:
+            if t.name in denied:
+                out.append((p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif 0 <= p.partition_index < limit:
                 slots.append((out, len(out)))
                 leader_epoch = p.committed_leader_epoch if version >= 2 else -1
                 commits.append((t.name, p.partition_index, p.committed_offset, leader_epoch, p.committed_metadata))

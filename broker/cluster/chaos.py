@@ -70,16 +70,36 @@ def error_code(value: Any) -> ErrorCode:
         raise ChaosError(f"unknown error code {value!r}") from None
 
 
-def _opt_int(value: Any, name: str, minimum: int = 0) -> int | None:
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+# Upper bounds of every numeric parameter (finding 2 of the security review: 1e30 ms latencies and
+# 1e300 ms holes were accepted): latency and delays at most an hour, durations at most a day.
+_MAXIMA = {"ms": HOUR_MS, "delay_ms": HOUR_MS, "duration_ms": DAY_MS, "count": 1_000_000}
+
+
+def _opt_int(value: Any, name: str, minimum: int = 0, maximum: int | None = None) -> int | None:
+    """An integer parameter: a JSON integer or a string of digits (`kaflet chaos`), never a float,
+    a boolean or anything larger than its bound."""
     if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ChaosError(f"{name} must be an integer")
     try:
-        number = int(value)
-    except (TypeError, ValueError):
+        number = int(value.strip()) if isinstance(value, str) else value
+    except ValueError:
         raise ChaosError(f"{name} must be an integer") from None
-    if isinstance(value, bool) or number < minimum:
-        raise ChaosError(f"{name} must be an integer >= {minimum}")
+    top = _MAXIMA.get(name, 2_147_483_647) if maximum is None else maximum
+    if not minimum <= number <= top:
+        raise ChaosError(f"{name} must be an integer between {minimum} and {top}")
     return number
+
+
+def _opt_str(value: Any, name: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ChaosError(f"{name} must be a string")
+    if value is not None and len(value) > 1024:
+        raise ChaosError(f"{name} is longer than 1024 characters")
+    return value
 
 
 class Chaos:
@@ -118,7 +138,7 @@ class Chaos:
             delay_ms=_opt_int(delay_ms, "delay_ms") or 0,
             close=bool(close),
             count=_opt_int(count, "count", 1),
-            client_id=client_id,
+            client_id=_opt_str(client_id, "client_id"),
             min_version=_opt_int(min_version, "min_version"),
             max_version=_opt_int(max_version, "max_version"),
         )
@@ -141,7 +161,9 @@ class Chaos:
                 entries.append((error_code(entry[0]), _opt_int(entry[1], "delay_ms") or 0))
             else:
                 entries.append((error_code(entry), 0))
-        stack = self.faults.push_errors(api_key(api), *entries, client_id=client_id)
+        if len(entries) > 10_000:
+            raise ChaosError("at most 10000 errors per stack")
+        stack = self.faults.push_errors(api_key(api), *entries, client_id=_opt_str(client_id, "client_id"))
         self._event("push_errors", **stack.describe())
         return stack
 
@@ -161,6 +183,7 @@ class Chaos:
     def hole(self, *, client_id: str | None = None, peer: str | None = None, duration_ms: int | None = None) -> Hole:
         """Black-hole every connection of `client_id` (also those it opens later), or the one
         connection whose client end is `peer` ("host:port"), for `duration_ms` or until restored."""
+        client_id, peer = _opt_str(client_id, "client_id"), _opt_str(peer, "peer")
         if (client_id is None) == (peer is None):
             raise ChaosError("a hole needs exactly one of client_id and peer")
         duration = _opt_int(duration_ms, "duration_ms", 1)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.errors import CoordinatorError
+from broker.security.listeners import for_node as listeners_for_node
 from broker.server import Broker, host_port, serve_until_signalled
 from protocol.errors import ErrorCode
 
@@ -103,7 +104,7 @@ class TxnView:
 class ClusterNode(Broker):
     """One broker of a Cluster: its own listener, connections, faults and chaos; the rest is the cluster's."""
 
-    _SHARED = ("datadir", "clock", "metrics")
+    _SHARED = ("datadir", "clock", "metrics", "security", "authorizer")
 
     def __init__(self, cluster: Cluster, config: Config) -> None:
         super().__init__(config)
@@ -171,7 +172,9 @@ class Cluster:
         for i in range(brokers):
             port = base.port + i if base.port else 0
             advertised_port = base.advertised_port + i if base.advertised_port else None
-            node_config = dataclasses.replace(base, node_id=base.node_id + i, port=port, advertised_port=advertised_port)
+            node_config = dataclasses.replace(
+                base, node_id=base.node_id + i, port=port, advertised_port=advertised_port, **listeners_for_node(base, i)
+            )
             self.nodes.append(ClusterNode(self, node_config))
         self._by_id = {n.config.node_id: n for n in self.nodes}
         self._ids = [n.config.node_id for n in self.nodes]

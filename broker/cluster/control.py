@@ -62,13 +62,19 @@ class ControlError(Exception):
 class ControlClient:
     """Calls a running broker's control API: `ControlClient("127.0.0.1:9644").apply("latency", {"ms": 50})`."""
 
-    def __init__(self, address: str, timeout: float = 10.0) -> None:
+    def __init__(self, address: str, timeout: float = 10.0, token: str | None = None) -> None:
+        import os
+
         self.base = address if address.startswith("http") else f"http://{address}"
         self.timeout = timeout
+        self.token = token if token is not None else os.environ.get("KAFLET_CONTROL_TOKEN")  # --control-token
 
     def request(self, method: str, path: str, params: dict[str, Any] | None = None) -> Any:
         data = None if params is None else json.dumps(params).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method, headers={"Content-Type": JSON})
+        headers = {"Content-Type": JSON}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return json.loads(resp.read())

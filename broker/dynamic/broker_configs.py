@@ -24,9 +24,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from broker.config_types import AtLeast, ConfigError, ConfigSource, ConfigType, Validator, parse, render
 from broker.datadir import write_json
 from broker.topic_configs import TOPIC_CONFIGS
+
+log = structlog.get_logger("kaflet.broker")
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -51,17 +55,28 @@ DYNAMIC: dict[str, tuple[str, ConfigType, Validator | None]] = {
     "max.connections.per.ip": ("max_connections_per_ip", ConfigType.INT, AtLeast(0)),
 }
 FIELDS = {f: name for name, (f, _t, _v) in DYNAMIC.items()}
+FIELDS_BY_NAME = {name: f for f, name in FIELDS.items()}
 
 
-def validate(configs: Mapping[str, str | None]) -> dict[str, str]:
-    """Check a level's complete new set; returns it normalized, or raises ConfigError."""
-    refused = [n for n in configs if n not in DYNAMIC]
+def validate(configs: Mapping[str, str | None], per_broker: bool = True) -> dict[str, str]:
+    """Check a level's complete new set; returns it normalized, or raises ConfigError. The
+    security configs Kafka changes at run time are broker/security/dynamic.py's."""
+    from broker.security import dynamic as security
+
+    refused = [n for n in configs if n not in DYNAMIC and not security.known(n)]
     if refused:
         raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(refused)})")
+    security.check_level(configs, per_broker)
     out: dict[str, str] = {}
     for name, raw in configs.items():
         if raw is None:
             raise ConfigError(f"Null value not supported for broker config {name}")
+        if name not in DYNAMIC:
+            kind = security.kind(name)
+            value = parse(name, raw, kind)
+            security.validate_value(name, value)
+            out[name] = render(value, kind) or ""
+            continue
         _field, kind, validator = DYNAMIC[name]
         value = parse(name, raw, kind)
         if validator is not None:
@@ -80,13 +95,43 @@ class DynamicBrokerConfigs:
 
     def load(self, data_dir: Path) -> None:
         """Read the persisted values and apply them (before the logs open)."""
+        from broker.security import dynamic as security
+
         self.path = Path(data_dir) / FILE_NAME
         if self.path.exists():
             stored = json.loads(self.path.read_text())
             for level in (DEFAULT, NODE):
-                self.levels[level] = {n: v for n, v in stored.get(level, {}).items() if n in DYNAMIC}
+                self.levels[level] = {n: v for n, v in stored.get(level, {}).items() if n in DYNAMIC or security.known(n)}
+        overridden = self.overridden()
+        if overridden:
+            log.warning(
+                "flags given explicitly win over stored dynamic broker configs (--flags-override-dynamic)",
+                ignored=sorted(overridden),
+                file=str(self.path),
+            )
         self._apply_fields()
         self._take_effect()
+
+    def overridden(self) -> list[str]:
+        """Stored dynamic configs a flag given explicitly wins over (--flags-override-dynamic)."""
+        config = self.broker.config
+        if not config.flags_override_dynamic:
+            return []
+        return [name for f, name in FIELDS.items() if f in config.explicit and self.effective(name) is not None]
+
+    def effective_all(self, levels: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+        levels = self.levels if levels is None else levels
+        return {**levels[DEFAULT], **levels[NODE]}
+
+    def check_lockout(self, level: str, configs: dict[str, str]) -> None:
+        """Refuse a new set of dynamic values that would refuse every connection (the guard of
+        broker/security/dynamic.py); values a flag overrides (--flags-override-dynamic) do not count."""
+        from broker.security import dynamic as security
+
+        effective = self.effective_all({**self.levels, level: configs})
+        for name in self.overridden():
+            effective.pop(name, None)
+        security.guard(self.broker, effective)
 
     def level_of(self, resource_name: str) -> str:
         return DEFAULT if resource_name == "" else NODE
@@ -122,8 +167,9 @@ class DynamicBrokerConfigs:
 
     def _apply_fields(self) -> None:
         config = self.broker.config
+        keep = set(self.overridden())
         for field_name, name in FIELDS.items():
-            raw = self.effective(name)
+            raw = None if name in keep else self.effective(name)
             _f, kind, _v = DYNAMIC[name]
             setattr(config, field_name, parse(name, raw, kind) if raw is not None else self.static[field_name])
 
@@ -132,6 +178,10 @@ class DynamicBrokerConfigs:
         config = broker.config
         broker.limits.max_connections = config.max_connections
         broker.limits.max_connections_per_ip = config.max_connections_per_ip
+        if "security" in broker.__dict__ or broker.cluster is None:
+            from broker.security import dynamic as security
+
+            security.apply(broker, self.effective_all())
         logs = broker.__dict__.get("logs")
         if logs is not None:
             for topic in broker.topics.topics.values():

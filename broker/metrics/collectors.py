@@ -92,11 +92,29 @@ class KafletCollector(Collector):
         pool.add_metric([], broker.limits.pool_used)
         yield pool
         yield from self._chaos()
+        yield from self._security()
         yield from self._groups()
         yield from self._member_lag()
         yield from self._logs()
         yield from self._coordinator_load()
         yield from self._transactions()
+
+    def _security(self) -> Iterator[Any]:
+        """Authentication outcomes and the ACL count (broker/security/): labels are outcomes only,
+        never a user, a mechanism's token or anything secret."""
+        security = self.service.broker.security
+        outcomes = CounterMetricFamily(
+            "kaflet_authentications",
+            "SASL authentications by outcome (authenticated, reauthenticated, failed, expired, timed_out, unsupported_mechanism, unexpected_request).",
+            labels=["outcome"],
+        )
+        for outcome, n in sorted(security.counters.items()):
+            outcomes.add_metric([outcome], n)
+        yield outcomes
+        if security.authorizer is not None:
+            acls = GaugeMetricFamily("kaflet_acls", "ACLs the authorizer holds (Kafka's acls-total-count).")
+            acls.add_metric([], security.authorizer.count)
+            yield acls
 
     def _chaos(self) -> Iterator[Any]:
         faults = self.service.broker.faults

@@ -33,6 +33,10 @@ IDLE_TIMEOUT_S = 10.0
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    415: "Unsupported Media Type",
+    421: "Misdirected Request",
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
@@ -43,10 +47,27 @@ _REASONS = {
 }
 
 
+class Guard:
+    """What keeps the endpoint from being driven or starved from outside (findings 2 and 3 of the
+    security review, broker/security/control_guard.py has the request checks): at most
+    `max_connections` open at once (more are closed at once, so sockets held on this port can never
+    exhaust the process's descriptors and starve the Kafka listener), and the control checks."""
+
+    def __init__(
+        self, max_connections: int = 64, control_check: Callable[[str, str, dict[str, list[str]]], Response | None] | None = None
+    ) -> None:
+        self.max_connections = max_connections
+        self.open = 0
+        self.refused = 0
+        self.control_check = control_check
+
+
 class HttpConnection(asyncio.Protocol):
-    def __init__(self, handler: Handler, control: ControlHandler | None = None) -> None:
+    def __init__(self, handler: Handler, control: ControlHandler | None = None, guard: Guard | None = None) -> None:
         self.handler = handler
         self.control = control
+        self.guard = guard or Guard()
+        self.counted = False
         self.task: asyncio.Task[None] | None = None
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
@@ -55,9 +76,20 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        guard = self.guard
+        if guard.open >= guard.max_connections:
+            guard.refused += 1
+            self.done = True
+            transport.abort()  # at once, holding nothing
+            return
+        guard.open += 1
+        self.counted = True
         self.timer = asyncio.get_running_loop().call_later(IDLE_TIMEOUT_S, transport.close)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.counted:
+            self.counted = False
+            self.guard.open -= 1
         if self.timer is not None:
             self.timer.cancel()
         self.transport = None
@@ -92,17 +124,26 @@ class HttpConnection(asyncio.Protocol):
         self._send(status, content_type, body, head_only=method == "HEAD")
 
     def _control(self, method: str, path: str, head_end: int) -> None:
-        length = 0
+        headers: dict[str, list[str]] = {}
         for line in bytes(self.buf[:head_end]).decode("latin-1").split("\r\n")[1:]:
             name, _, value = line.partition(":")
-            if name.strip().lower() == "content-length":
-                try:
-                    length = int(value.strip())
-                except ValueError:
-                    length = -1
-        if length < 0:
+            headers.setdefault(name.strip().lower(), []).append(value.strip())
+        lengths = headers.get("content-length", ["0"])
+        if len(lengths) > 1:  # a repeated Content-Length is refused, never "the last one wins"
+            self._send(400, "text/plain; charset=utf-8", b"more than one Content-Length\n", head_only=False)
+            return
+        try:
+            length = int(lengths[0]) if lengths[0].isdigit() else -1
+        except ValueError:
+            length = -1
+        if length < 0 or "transfer-encoding" in headers:
             self._send(400, "text/plain; charset=utf-8", b"bad Content-Length\n", head_only=False)
             return
+        if self.guard.control_check is not None:
+            refused = self.guard.control_check(method, path, headers)
+            if refused is not None:
+                self._send(*refused, head_only=False)
+                return
         if length > MAX_BODY:
             self._send(413, "text/plain; charset=utf-8", b"body too large\n", head_only=False)
             return
@@ -138,7 +179,10 @@ class HttpConnection(asyncio.Protocol):
         transport.close()
 
 
-async def serve(host: str, port: int, handler: Handler, control: ControlHandler | None = None) -> Any:
+async def serve(host: str, port: int, handler: Handler, control: ControlHandler | None = None, guard: Guard | None = None) -> Any:
     """Listen on host:port (0: a free port); returns the asyncio server."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: HttpConnection(handler, control), host=host or None, port=port, reuse_address=True)
+    guard = guard or Guard()
+    return await loop.create_server(
+        lambda: HttpConnection(handler, control, guard), host=host or None, port=port, reuse_address=True, backlog=128
+    )

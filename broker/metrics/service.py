@@ -72,8 +72,15 @@ class MetricsService:
             from broker.cluster.control import handler
 
             control = handler(self.broker)
-        self.server = await serve(host, port, self.handle, control)
+        from broker.metrics.http import Guard
+        from broker.security.control_guard import ControlGuard
+
+        checks = ControlGuard(host, self.config.control_token) if control is not None else None
+        self.guard = Guard(self.config.metrics_max_connections, checks)
+        self.server = await serve(host, port, self.handle, control, self.guard)
         sockname = self.server.sockets[0].getsockname()
+        if checks is not None:
+            checks.port = sockname[1]
         self.address = f"{'[' + host + ']' if ':' in host else host}:{sockname[1]}"
 
     def install(self) -> None:

@@ -22,7 +22,7 @@ by then the client has given up on the request anyway.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Readable(Protocol):
@@ -32,6 +32,7 @@ class Readable(Protocol):
 
 REFUSED_PER_IP = "max_connections_per_ip"
 REFUSED_TOTAL = "max_connections"
+REFUSED_LISTENER = "listener_max_connections"
 
 
 class ConnectionLimits:
@@ -42,6 +43,7 @@ class ConnectionLimits:
         self.open = 0
         self.per_ip: dict[str, int] = {}
         self.refused: dict[str, int] = {REFUSED_TOTAL: 0, REFUSED_PER_IP: 0}
+        self.per_ip_overrides: dict[str, int] = {}  # max.connections.per.ip.overrides
         # Request bytes taken from the pool (complete frames queued or being handled).
         self.pool_used = 0
         self.pool_exhausted = False
@@ -50,21 +52,31 @@ class ConnectionLimits:
 
     # -- connections ----------------------------------------------------------------------
 
-    def admit(self, host: str) -> str | None:
-        """Count a new connection from `host`, or return why it is refused (and count that)."""
+    def admit(self, host: str, listener: Any = None) -> str | None:
+        """Count a new connection from `host` (on `listener`, broker/security/listeners.py), or
+        return why it is refused (and count that). `max.connections.per.ip.overrides` set a host's
+        own limit; a listener's own `max.connections` applies too, and the exempt (inter-broker)
+        listener is not bound by the broker-wide limit, as in Kafka."""
         reason = None
-        if self.per_ip.get(host, 0) >= self.max_connections_per_ip:
+        per_ip = self.per_ip_overrides.get(host, self.max_connections_per_ip) if self.per_ip_overrides else self.max_connections_per_ip
+        if self.per_ip.get(host, 0) >= per_ip:
             reason = REFUSED_PER_IP
-        elif self.open >= self.max_connections:
+        elif self.open >= self.max_connections and not (listener is not None and listener.exempt):
             reason = REFUSED_TOTAL
+        elif listener is not None and listener.max_connections is not None and listener.open >= listener.max_connections:
+            reason = REFUSED_LISTENER
+        if listener is not None and reason is None:
+            listener.open += 1
         if reason is not None:
-            self.refused[reason] += 1
+            self.refused[reason] = self.refused.get(reason, 0) + 1
             return reason
         self.open += 1
         self.per_ip[host] = self.per_ip.get(host, 0) + 1
         return None
 
-    def release(self, host: str) -> None:
+    def release(self, host: str, listener: Any = None) -> None:
+        if listener is not None:
+            listener.open -= 1
         self.open -= 1
         left = self.per_ip.get(host, 1) - 1
         if left > 0:

@@ -18,8 +18,11 @@ from broker.cluster.control import ControlClient, ControlError
 from broker.config import Config, ConfigError
 
 
-def http(address: str, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
-    req = urllib.request.Request(f"http://{address}{path}", data=body, method=method)
+def http(address: str, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """A control request as its owner sends it: JSON (the API refuses anything else, issue 27)."""
+    wanted = {"Content-Type": "application/json"} if body is not None else {}
+    wanted.update(headers or {})
+    req = urllib.request.Request(f"http://{address}{path}", data=body, method=method, headers=wanted)
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, json.loads(resp.read())

@@ -78,7 +78,10 @@ class KafkaReference:
         heap: str = "1g",
         offsets_partitions: int = 5,
         transaction_state_partitions: int = 5,
+        extra_listeners: dict[str, str] | None = None,
     ) -> None:
+        """`extra_listeners`: more listeners beside PLAINTEXT, name -> security protocol (e.g.
+        {"SASL_PLAINTEXT": "SASL_PLAINTEXT"}); `address(name)` says where each listens."""
         self._own_dir = work_dir is None
         self.dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="kafka-reference-"))
         self.heap = heap
@@ -110,12 +113,17 @@ class KafkaReference:
         if not kafka_defaults:
             self.props.update(KAFLET_GROUP_SETTINGS)
         self.props.update(properties or {})
+        self.extra_listeners = dict(extra_listeners or {})
+        self.ports: dict[str, int] = {}
 
     # -- paths -------------------------------------------------------------------------
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def address(self, listener: str) -> str:
+        return f"127.0.0.1:{self.ports[listener]}" if listener != "PLAINTEXT" else self.bootstrap
 
     @property
     def log_file(self) -> Path:
@@ -149,8 +157,14 @@ class KafkaReference:
         java = java_binary()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port, self.controller_port = free_port(), free_port()
-        self.props["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
-        self.props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+        self.ports = {name: free_port() for name in self.extra_listeners}
+        extra = "".join(f",{name}://127.0.0.1:{port}" for name, port in self.ports.items())
+        self.props["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{extra}"
+        self.props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}{extra}"
+        if self.extra_listeners:
+            self.props["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT" + "".join(
+                f",{name}:{protocol}" for name, protocol in self.extra_listeners.items()
+            )
         self.props["controller.quorum.voters"] = f"1@127.0.0.1:{self.controller_port}"
         config = self.dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))

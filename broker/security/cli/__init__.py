@@ -1,0 +1,1 @@
+"""`kaflet certs`, `kaflet users`, `kaflet acls` and `kaflet configs`: one module each."""

@@ -1,0 +1,74 @@
+"""`kaflet configs`: the dynamic broker configs stored in a stopped broker's data dir
+(`dynamic-broker-configs.json`), read and deleted without editing JSON by hand: the operator's way
+back from a dynamic value that locks clients out.
+
+    kaflet configs list --data-dir ./data
+    kaflet configs delete max.connections --data-dir ./data       # from both levels
+    kaflet configs delete --all --data-dir ./data
+
+Settings given as flags can also win over stored values without deleting them:
+`kaflet serve --flags-override-dynamic --max-connections 1000`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from broker.security.cli.target import USAGE, CliError, locked_data_dir, run
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kaflet configs", description="Read and delete a stopped broker's stored dynamic broker configs.")
+    sub = p.add_subparsers(dest="action", required=True)
+    ls = sub.add_parser("list")
+    ls.add_argument("--data-dir", required=True)
+    ls.add_argument("--json", action="store_true")
+    rm = sub.add_parser("delete")
+    rm.add_argument("names", nargs="*", help="config names (e.g. max.connections)")
+    rm.add_argument("--all", action="store_true", help="delete every stored dynamic broker config")
+    rm.add_argument("--level", choices=("default", "node", "both"), default="both", help="cluster-wide default, this node's, or both")
+    rm.add_argument("--data-dir", required=True)
+    rm.add_argument("--json", action="store_true")
+    return p
+
+
+def _main(args: argparse.Namespace) -> int:
+    from broker.datadir import write_json
+    from broker.dynamic.broker_configs import DEFAULT, FILE_NAME, NODE
+
+    with locked_data_dir(args.data_dir) as d:
+        path = d / FILE_NAME
+        stored = json.loads(path.read_text()) if path.exists() else {"version": 1, DEFAULT: {}, NODE: {}}
+        levels = {level: dict(stored.get(level, {})) for level in (DEFAULT, NODE)}
+        if args.action == "list":
+            if args.json:
+                sys.stdout.write(json.dumps(levels, sort_keys=True) + "\n")
+                return 0
+            if not any(levels.values()):
+                sys.stdout.write("no dynamic broker configs stored\n")
+            for level, label in ((DEFAULT, "cluster default"), (NODE, "this broker")):
+                for name, value in sorted(levels[level].items()):
+                    sys.stdout.write(f"{label:15}  {name}={value}\n")
+            return 0
+        if not args.all and not args.names:
+            raise CliError("delete needs config names or --all", USAGE)
+        wanted = [DEFAULT, NODE] if args.level == "both" else [DEFAULT if args.level == "default" else NODE]
+        removed = []
+        for level in wanted:
+            for name in list(levels[level]):
+                if args.all or name in args.names:
+                    removed.append((level, name, levels[level].pop(name)))
+        missing = [n for n in args.names if not any(n == r[1] for r in removed)]
+        if removed:
+            write_json(path, {"version": 1, **levels})
+        for level, name, value in removed:
+            sys.stdout.write(f"deleted {name}={value} ({'cluster default' if level == DEFAULT else 'this broker'})\n")
+        for name in missing:
+            sys.stderr.write(f"kaflet configs: {name} is not stored\n")
+        return 1 if missing else 0
+
+
+def main(argv: list[str]) -> int:
+    return run(_main, parser().parse_args(argv[1:]))
