@@ -14,6 +14,7 @@ from broker.coordinator.consumer.group import ConsumerGroup, Partitions
 from broker.coordinator.consumer.manager import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, HeartbeatRequest, compile_regex
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
+from broker.security.authorized_ops import INT32_MIN, as_int32, group_operations
 from protocol import kip848_codec
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -26,9 +27,7 @@ _Member = _Described.Member
 _Assignment = _Member.Assignment
 _Topic = _Assignment.TopicPartitions
 
-INT32_MIN = -(2**31)
 # AclOperation READ(3), DELETE(6), DESCRIBE(8): what an authorizer-less Kafka reports for a group.
-GROUP_OPERATIONS_BITS = (1 << 3) | (1 << 6) | (1 << 8)
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
@@ -220,8 +219,8 @@ def _error_group(group_id: str, code: ErrorCode, message: str | None) -> Any:
     )
 
 
-def describe_group(broker: Any, group: ConsumerGroup, include_ops: bool, default_assignor: str) -> Any:
-    """KD-1: one described consumer group."""
+def describe_group(broker: Any, group: ConsumerGroup, operations: int, default_assignor: str) -> Any:
+    """KD-1: one described consumer group; `operations` its authorized operations (INT32_MIN: not asked for)."""
     topics = broker.topics
 
     def assignment(parts: Partitions) -> Any:
@@ -257,7 +256,7 @@ def describe_group(broker: Any, group: ConsumerGroup, include_ops: bool, default
         assignment_epoch=group.assignment_epoch,
         assignor_name=group.preferred_assignor(default_assignor),
         members=members,
-        authorized_operations=GROUP_OPERATIONS_BITS if include_ops else INT32_MIN,
+        authorized_operations=operations,
     )
 
 
@@ -282,7 +281,8 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
             message = f"Group {group_id} is not a consumer group." if group_id in shard.groups else f"Group {group_id} not found."
             described.append(_error_group(group_id, ErrorCode.GROUP_ID_NOT_FOUND, message))
             continue
-        described.append(describe_group(ctx.broker, group, request.include_authorized_operations, default))
+        operations = as_int32(group_operations(ctx, group_id)) if request.include_authorized_operations else INT32_MIN
+        described.append(describe_group(ctx.broker, group, operations, default))
     return ConsumerGroupDescribeResponse(version=ctx.api_version, throttle_time_ms=0, groups=described)
 
 

@@ -3,17 +3,17 @@
 Follows Kafka's AuthHelper.computeDescribeClusterResponse for a broker endpoint: asking a
 broker for the CONTROLLER endpoint type gets MISMATCHED_ENDPOINT_TYPE, an unknown type
 UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST in v0, which has no endpoint type).
-Cluster authorized operations are sent only when asked for; without an authorizer that
-is every operation a cluster supports.
+Cluster authorized operations are sent only when asked for (broker/security/authorized_ops.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.apis.metadata import CLUSTER_OPERATIONS, brokers_of
+from broker.apis.metadata import brokers_of
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security.authorized_ops import cluster_operations
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -58,5 +58,5 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=node if broker.cluster is None else broker.cluster.node_ids[0],
         brokers=brokers_of(broker, lambda n, h, p, r: _Broker(broker_id=n, host=h, port=p, rack=r)),
-        authorized_operations=set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None,
+        authorized_operations=cluster_operations(ctx) if request.include_cluster_authorized_operations else None,
     )

@@ -7,6 +7,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
+from broker.security.authorized_ops import group_operations
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -19,8 +20,6 @@ _Member = _Described.DescribedGroupMember
 _Listed = ListGroupsResponse.ListedGroup
 _Deleted = DeleteGroupsResponse.DeletableGroupResult
 
-# What an authorizer-less Kafka reports for a group (AclOperation codes READ, DELETE, DESCRIBE).
-GROUP_OPERATIONS = frozenset({3, 6, 8})
 GROUP_TYPES = ("classic", "consumer", "share")
 
 
@@ -78,7 +77,8 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                 protocol_type=d.protocol_type,
                 protocol_data=d.protocol_data,
                 members=members,
-                authorized_operations=set(GROUP_OPERATIONS) if include_ops else None,
+                # As Kafka: reported for the groups described without an error.
+                authorized_operations=group_operations(ctx, group_id) if include_ops and not d.error else None,
             )
         )
     return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=described)

@@ -2,7 +2,12 @@
 
 Answers are cached as encoded bodies keyed by the request's raw bytes and version, and dropped
 whenever the topic set changes: a repeated Metadata request is answered before it is even
-decoded (the connection's fast path), so steady-state Metadata costs a dictionary lookup.
+decoded (the connection's fast path), so steady-state Metadata costs a dictionary lookup. (An
+authorizer, once there is one, makes answers depend on the client too: the key must then name it.)
+
+Authorized operations (v8+) come from broker/security/authorized_ops.py. As Kafka, a topic's are
+reported for every entry of the answer found by name, an error entry too (an unknown or invalid
+name); the entry of an unknown topic id gets none.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from typing import Any
 
 from broker.context import RequestContext
 from broker.registry import api
+from broker.security.authorized_ops import cluster_operations, topic_operations
 from broker.topics import INTERNAL_TOPICS, Topic, name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -21,9 +27,6 @@ _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
 
-# What an authorizer-less Kafka reports as allowed (AclOperation codes).
-TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
-CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12, 13, 14})
 LEADER_EPOCH = 0
 _CACHE_LIMIT = 256
 
@@ -73,12 +76,12 @@ def _topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.internal or topic.name in INTERNAL_TOPICS,
         partitions=partition_entries(ctx.broker.config.node_id, topic, ctx.broker.cluster),
-        authorized_operations=set(TOPIC_OPERATIONS) if include_ops else None,
+        authorized_operations=topic_operations(ctx, topic.name) if include_ops else None,
     )
 
 
-def _error_entry(code: ErrorCode, name: str | None, topic_id: Any = None) -> Any:
-    return _Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[], authorized_operations=None)
+def _error_entry(code: ErrorCode, name: str | None, topic_id: Any = None, operations: set[int] | None = None) -> Any:
+    return _Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[], authorized_operations=operations)
 
 
 def _error(request: Any, code: ErrorCode) -> Any:
@@ -148,13 +151,14 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 continue
             topic = topics_mgr.get(name)
             if topic is None:
+                operations = topic_operations(ctx, name) if include_topic_ops else None
                 if name_error(name) is not None:
-                    entries.append(_error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+                    entries.append(_error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name, operations=operations))
                     continue
                 if allow_auto:
                     topic = topics_mgr.maybe_auto_create(name)
                 if topic is None:
-                    entries.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                    entries.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name, operations=operations))
                     continue
             entries.append(_topic_entry(ctx, topic, include_topic_ops))
 
@@ -166,7 +170,7 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=node if broker.cluster is None else broker.cluster.node_ids[0],
         topics=entries,
-        authorized_operations=set(CLUSTER_OPERATIONS) if include_cluster_ops else None,
+        authorized_operations=cluster_operations(ctx) if include_cluster_ops else None,
     )
     body = bytes(response.encode())
     cache = _cache(broker)
