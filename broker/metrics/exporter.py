@@ -171,7 +171,9 @@ def _render_groups(broker: Broker, watermarks: dict[str, list[int | None]], out:
     _header(out, "kafka_consumergroup_current_offset", "Current (committed) offset of a consumer group at a topic partition.")
     out += current
     # Untyped, not gauges: promtool refuses a gauge named *_sum (see the module docstring).
-    _header(out, "kafka_consumergroup_current_offset_sum", "Sum of a consumer group's current offsets over a topic's partitions.", "untyped")
+    _header(
+        out, "kafka_consumergroup_current_offset_sum", "Sum of a consumer group's current offsets over a topic's partitions.", "untyped"
+    )
     out += current_sum
     _header(out, "kafka_consumergroup_lag", "Current approximate lag of a consumer group at a topic partition.")
     out += lags
