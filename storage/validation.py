@@ -4,8 +4,8 @@ LogValidator, in their order). A failing batch raises a LogError; nothing is app
 As Kafka's LogValidator does, every record is read (decompressed first when the batch is
 compressed): records that do not fill their batch exactly are INVALID_RECORD, data that does
 not decompress is UNKNOWN_SERVER_ERROR, and the batch's maxTimestamp is what its records say,
-whatever its header claims (Sarama before 1.26 writes -1 there). The walk reads lengths and
-timestamps only, without copying; the log rewrites a header that disagrees (storage/log.py),
+whatever its header claims (Sarama 1.22, for one, writes -1 there). The walk reads every field's
+length and each timestamp, in place; the log rewrites a header that disagrees (storage/log.py),
 and appends one that agrees as the client sent it. Where the codec of a compressed batch is not
 installed (snappy, lz4 and zstd are optional), its header is taken as it is.
 """
@@ -98,11 +98,12 @@ def _record_text(rec: Record) -> str:
 
 
 def _append_time_claimed(batch: bytes | bytearray | memoryview, header: BatchHeader) -> InvalidTimestamps:
-    errors = [
-        (i, f"Invalid timestamp type in message {_record_text(rec)}. Producer should not set timestamp type to LogAppendTime.")
-        for i, rec in enumerate(iter_all_records(batch, 0, header))
-    ]
-    return InvalidTimestamps(_BAD_TIMESTAMPS, errors)
+    try:
+        texts = [f" {_record_text(rec)}" for rec in iter_all_records(batch, 0, header)]
+    except InvalidBatch:  # a compressed batch whose codec is not installed: no record to name
+        texts = [""] * header.record_count
+    message = "Invalid timestamp type in message{}. Producer should not set timestamp type to LogAppendTime."
+    return InvalidTimestamps(_BAD_TIMESTAMPS, [(i, message.format(text)) for i, text in enumerate(texts)])
 
 
 def _check_timestamps(

@@ -1,7 +1,8 @@
-"""Sarama 1.22 (Debian's package) writes maxTimestamp -1 in its record batches: kaflet takes the
+"""Sarama 1.22 writes maxTimestamp -1 in its record batches: kaflet takes the
 batch's largest timestamp from its records, as Kafka's log validation does, so that ListOffsets by
 timestamp (here through confluent-kafka's offsets_for_times) and the pipeline's lag history,
-which asks it, answer as they would for any other producer. The Go program is tests/go/sarama_produce.
+which asks it, answer as they would for any other producer. The Go program is tests/go/sarama_produce
+(Sarama v1.22.1 from the Go module proxy, built by tests/support/go.py).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""The Go pieces of the test suite (tests/go/NAME/main.go), built on first use into the cache.
+"""The Go pieces of the test suite (tests/go/NAME: main.go with its go.mod and go.sum), built on
+first use into the cache.
 
-They are built in GOPATH mode against Debian's Go packages (`make apt-deps` installs golang-go and
-golang-github-shopify-sarama-dev, i.e. Sarama 1.22 in /usr/share/gocode), so nothing is fetched;
-the binary and Go's build cache live under $KAFLET_CACHE/go, outside the source tree, and a
-binary is rebuilt when its source changes. A test that needs one and cannot have it fails with
-the reason, never skips.
+Each is a Go module whose dependencies come from the Go module proxy, pinned by its go.sum
+(tests/go/sarama_produce: Sarama v1.22.1). The binary and Go's build cache live under
+$KAFLET_CACHE/go and the module cache is Go's own (~/go/pkg/mod, GOMODCACHE), all outside the
+source tree; a binary is rebuilt when its sources change. A test that needs one and cannot have
+it fails with the reason (no `go`: `make go` installs Debian's golang-go), never skips.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from pathlib import Path
 from tests.support.jvm import cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-GOPATH = Path("/usr/share/gocode")
-SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
 
 
 class GoUnavailable(RuntimeError):
@@ -27,25 +26,22 @@ class GoUnavailable(RuntimeError):
 
 
 def binary(name: str) -> Path:
-    """The built tests/go/`name` program (built now if its source changed since the last build)."""
-    source = ROOT / "tests" / "go" / name / "main.go"
+    """The built tests/go/`name` program (built now if its sources changed since the last build)."""
+    source = ROOT / "tests" / "go" / name
     go = shutil.which("go")
     if go is None:
-        raise GoUnavailable("no `go` on PATH: run `make apt-deps` (Debian's golang-go)")
-    if not SARAMA.is_dir():
-        raise GoUnavailable(f"Sarama is not in {SARAMA}: run `make apt-deps` (golang-github-shopify-sarama-dev)")
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+        raise GoUnavailable("no `go` on PATH: `make go` installs Debian's golang-go")
+    digest = hashlib.sha256(b"".join((source / f).read_bytes() for f in ("main.go", "go.mod", "go.sum"))).hexdigest()[:16]
     out_dir = cache_dir() / "go"
     target = out_dir / f"{name}-{digest}"
     if target.exists():
         return target
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOCACHE": str(out_dir / "build-cache"), "GOFLAGS": ""}
+    env = {**os.environ, "GO111MODULE": "on", "GOFLAGS": "-mod=readonly", "GOCACHE": str(out_dir / "build-cache")}
     partial = target.with_suffix(".partial")
-    done = subprocess.run(
-        [go, "build", "-o", str(partial), str(source)], cwd=source.parent, env=env, capture_output=True, text=True, timeout=900
-    )
+    done = subprocess.run([go, "build", "-o", str(partial), "."], cwd=source, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
-        raise GoUnavailable(f"`go build` of tests/go/{name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
+        raise GoUnavailable(f"`go build` of tests/go/{name} failed ({done.returncode}, {version}):\n{done.stderr[-3000:]}")
     partial.rename(target)
     return target

@@ -1,5 +1,5 @@
-// sarama_produce: Sarama 1.22 (Debian's golang-github-shopify-sarama-dev) produces records with
-// the timestamps it is given, as one batch per partition, and prints each record's offset.
+// sarama_produce: Sarama 1.22.1 (from the Go module proxy, pinned by go.sum) produces records
+// with the timestamps it is given, as one batch per partition, and prints each record's offset.
 //
 //	sarama_produce -brokers HOST:PORT -topic T -timestamps 1700000000000,1700000001000 [-compression gzip]
 //
