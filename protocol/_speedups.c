@@ -12,6 +12,9 @@
  *                                          the same, straight from the decoded request's topics
  *   build_batch(records, timestamp_ms)     an uncompressed v2 batch of (key, value) records, CRC-32C set
  *   batch_size(records)                    its size, without building it
+ *   records_max_timestamp(buf, start, end, count, base_ts)
+ *                                          the largest record timestamp of a batch's records, which
+ *                                          must fill buf[start:end] exactly (ValueError if not)
  *   crc32c(data)                           CRC-32C (Castagnoli), hardware-assisted where the CPU has it
  *   commit_records(group, commits, ...)    the records and applied offsets of accepted commits (shard.py)
  *   parse_request_header(frame, flexible)  request header v1/v2 -> RequestHeader (protocol/header.py)
@@ -646,6 +649,104 @@ static PyObject *py_build_batch(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* -- reading a batch's records (Kafka's LogValidator reads every record of a produced batch) -- */
+
+/* A zigzag varint of at most `max_bytes` bytes (5: Kafka's readVarint, an int32; 10: readVarlong)
+ * at *p, below `end`. 0, or -1 when it runs past `end` or over `max_bytes`. */
+static int read_zigzag(const unsigned char **p, const unsigned char *end, int max_bytes, int64_t *out) {
+    uint64_t raw = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (*p >= end) return -1;
+        unsigned char b = *(*p)++;
+        raw |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            if (max_bytes == 5) {
+                uint32_t u = (uint32_t)raw; /* Java's int arithmetic keeps the low 32 bits */
+                *out = (int32_t)((u >> 1) ^ (0u - (u & 1)));
+            } else {
+                *out = (int64_t)((raw >> 1) ^ (0 - (raw & 1)));
+            }
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The largest record timestamp (base + timestampDelta, at least -1) of `count` records that fill
+ * buf[start:end] exactly; NULL with ValueError(why) when they do not. */
+static PyObject *py_records_max_timestamp(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    long long count, base;
+    if (!PyArg_ParseTuple(args, "y*nnLL", &view, &start, &end, &count, &base)) return NULL;
+    const char *why = NULL;
+    int64_t max_ts = -1;
+    if (start < 0 || end < start || end > view.len) {
+        why = "record range outside the buffer";
+        goto done;
+    }
+    const unsigned char *p = (const unsigned char *)view.buf + start, *stop = (const unsigned char *)view.buf + end;
+    for (long long i = 0; i < count; i++) {
+        int64_t length, ts_delta, ignored, key_len, value_len, headers;
+        if (read_zigzag(&p, stop, 5, &length) < 0 || length < 0 || length > stop - p) {
+            why = "Invalid record size";
+            goto done;
+        }
+        const unsigned char *rec_end = p + length;
+        if (p >= rec_end) {
+            why = "Found invalid record structure";
+            goto done;
+        }
+        p++; /* attributes */
+        if (read_zigzag(&p, rec_end, 10, &ts_delta) < 0 || read_zigzag(&p, rec_end, 5, &ignored) < 0 ||
+            read_zigzag(&p, rec_end, 5, &key_len) < 0 || (key_len > 0 && key_len > rec_end - p)) {
+            why = "Found invalid record structure";
+            goto done;
+        }
+        if (key_len > 0) p += key_len;
+        if (read_zigzag(&p, rec_end, 5, &value_len) < 0 || (value_len > 0 && value_len > rec_end - p)) {
+            why = "Found invalid record structure";
+            goto done;
+        }
+        if (value_len > 0) p += value_len;
+        if (read_zigzag(&p, rec_end, 5, &headers) < 0) {
+            why = "Found invalid record structure";
+            goto done;
+        }
+        if (headers < 0) {
+            why = "Found invalid number of record headers";
+            goto done;
+        }
+        for (int64_t h = 0; h < headers; h++) {
+            int64_t hk, hv;
+            if (read_zigzag(&p, rec_end, 5, &hk) < 0 || hk < 0 || hk > rec_end - p) {
+                why = "Found invalid record structure";
+                goto done;
+            }
+            p += hk;
+            if (read_zigzag(&p, rec_end, 5, &hv) < 0 || (hv > 0 && hv > rec_end - p)) {
+                why = "Found invalid record structure";
+                goto done;
+            }
+            if (hv > 0) p += hv;
+        }
+        if (p != rec_end) {
+            why = "Invalid record size: the record's fields do not fill it";
+            goto done;
+        }
+        int64_t ts = (int64_t)((uint64_t)base + (uint64_t)ts_delta); /* wraps as Java's long does */
+        if (ts > max_ts) max_ts = ts;
+    }
+    if (p != stop) why = "Incorrect declared batch size, records still remaining in file";
+done:
+    PyBuffer_Release(&view);
+    if (why != NULL) {
+        PyErr_SetString(PyExc_ValueError, why);
+        return NULL;
+    }
+    return PyLong_FromLongLong(max_ts);
+}
+
 /* -- OffsetCommit records (storage/offsets_records.py's key type 1 and value v1/v3) ------- */
 
 /* A Kafka STRING (int16 length, UTF-8); 0 when it does not fit (the caller takes the pure path). */
@@ -890,6 +991,7 @@ static PyMethodDef methods[] = {
     {"encode_commit_answer", py_encode_commit_answer, METH_VARARGS, "encode_commit_answer(version, topics, limits, codes, unknown)"},
     {"build_batch", py_build_batch, METH_VARARGS, "build_batch(records, timestamp_ms) -> bytearray"},
     {"batch_size", py_batch_size, METH_O, "The size of build_batch(records)."},
+    {"records_max_timestamp", py_records_max_timestamp, METH_VARARGS, "records_max_timestamp(buf, start, end, count, base_ts)"},
     {"crc32c", py_crc32c, METH_O, "CRC-32C of a buffer."},
     {"commit_records", py_commit_records, METH_VARARGS, "commit_records(group, commits, now, expire, half_meta)"},
     {"configure_header", py_configure_header, METH_VARARGS, "configure_header(RequestHeader, HeaderError)"},

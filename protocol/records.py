@@ -97,7 +97,7 @@ class InvalidBatch(ValueError):
     def __init__(self, reason: str, kind: str = "corrupt") -> None:
         super().__init__(reason)
         self.reason = reason
-        self.kind = kind  # corrupt | magic | size
+        self.kind = kind  # corrupt | magic | size | record | codec | unknown
 
 
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
@@ -148,12 +148,119 @@ def patch_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
     _I64.pack_into(buf, pos, base_offset)
 
 
+def set_max_timestamp(buf: bytearray, pos: int, max_timestamp: int, log_append_time: bool = False) -> None:
+    """Kafka's DefaultRecordBatch.setMaxTimestamp: the timestamp-type bit (LogAppendTime or
+    CreateTime) and maxTimestamp, then a fresh CRC."""
+    header = read_header(buf, pos)
+    attributes = header.attributes | TIMESTAMP_TYPE_BIT if log_append_time else header.attributes & ~TIMESTAMP_TYPE_BIT
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
+    _U32.pack_into(buf, pos + CRC_OFFSET, batch_crc(buf, pos, header.size))
+
+
 def set_log_append_time(buf: bytearray, pos: int, now_ms: int) -> None:
     """Stamp LogAppendTime: the timestamp-type bit and maxTimestamp, then a fresh CRC."""
-    header = read_header(buf, pos)
-    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_BIT)
-    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now_ms)
-    _U32.pack_into(buf, pos + CRC_OFFSET, batch_crc(buf, pos, header.size))
+    set_max_timestamp(buf, pos, now_ms, log_append_time=True)
+
+
+# -- reading every record, as Kafka's log validation does ------------------------------
+
+
+def _zigzag_at(buf: bytes | bytearray | memoryview, p: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """A zigzag varint of at most `max_bytes` bytes (5: Kafka's readVarint, an int32; 10:
+    readVarlong) at `p`, below `end`; ValueError when it runs past either."""
+    raw = 0
+    for i in range(max_bytes):
+        if p >= end:
+            raise ValueError("Found invalid record structure")
+        b = buf[p]
+        p += 1
+        raw |= (b & 0x7F) << (7 * i)
+        if b < 0x80:
+            if max_bytes == 5:
+                raw &= 0xFFFFFFFF  # Java's int arithmetic keeps the low 32 bits
+                value = (raw >> 1) ^ -(raw & 1)
+                return (value + (1 << 31)) % (1 << 32) - (1 << 31), p
+            raw &= 0xFFFFFFFFFFFFFFFF
+            return (raw >> 1) ^ -(raw & 1), p
+    raise ValueError("Found invalid record structure")
+
+
+def records_max_timestamp_py(buf: bytes | bytearray | memoryview, start: int, end: int, count: int, base_ts: int) -> int:
+    """The pure-Python twin of the compiled records_max_timestamp: the largest record timestamp
+    (base_ts + timestampDelta, at least -1) of `count` records that fill buf[start:end] exactly,
+    every field read as Kafka's DefaultRecord.readFrom reads it; ValueError(why) when they do not."""
+    if start < 0 or end < start or end > len(buf):
+        raise ValueError("record range outside the buffer")
+    zz = _zigzag_at
+    p = start
+    max_ts = -1
+    for _ in range(count):
+        try:
+            length, p = zz(buf, p, end, 5)
+        except ValueError:
+            raise ValueError("Invalid record size") from None
+        if length < 0 or length > end - p:
+            raise ValueError("Invalid record size")
+        rec_end = p + length
+        if p >= rec_end:
+            raise ValueError("Found invalid record structure")
+        p += 1  # attributes
+        ts_delta, p = zz(buf, p, rec_end, 10)
+        _offset_delta, p = zz(buf, p, rec_end, 5)
+        key_len, p = zz(buf, p, rec_end, 5)
+        if key_len > 0:
+            if key_len > rec_end - p:
+                raise ValueError("Found invalid record structure")
+            p += key_len
+        value_len, p = zz(buf, p, rec_end, 5)
+        if value_len > 0:
+            if value_len > rec_end - p:
+                raise ValueError("Found invalid record structure")
+            p += value_len
+        headers, p = zz(buf, p, rec_end, 5)
+        if headers < 0:
+            raise ValueError("Found invalid number of record headers")
+        for _h in range(headers):
+            key_len, p = zz(buf, p, rec_end, 5)
+            if key_len < 0 or key_len > rec_end - p:
+                raise ValueError("Found invalid record structure")
+            p += key_len
+            value_len, p = zz(buf, p, rec_end, 5)
+            if value_len > 0:
+                if value_len > rec_end - p:
+                    raise ValueError("Found invalid record structure")
+                p += value_len
+        if p != rec_end:
+            raise ValueError("Invalid record size: the record's fields do not fill it")
+        ts = (base_ts + ts_delta + (1 << 63)) % (1 << 64) - (1 << 63)  # wraps as Java's long does
+        if ts > max_ts:
+            max_ts = ts
+    if p != end:
+        raise ValueError("Incorrect declared batch size, records still remaining in file")
+    return max_ts
+
+
+def records_max_timestamp(buf: bytes | bytearray | memoryview, start: int, end: int, count: int, base_ts: int) -> int:
+    """The largest record timestamp of `count` records filling buf[start:end] (compiled where
+    built); InvalidBatch(kind="record") when the records do not fill it exactly."""
+    try:
+        if _fast is not None:
+            return _fast.records_max_timestamp(buf, start, end, count, base_ts)  # type: ignore[no-any-return]
+        return records_max_timestamp_py(buf, start, end, count, base_ts)
+    except ValueError as exc:
+        raise InvalidBatch(str(exc), "record") from None
+
+
+def batch_max_timestamp(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
+    """The largest record timestamp of the batch at `pos` as Kafka's log validation reads it
+    (-1 when no record says more), decompressing a compressed batch; InvalidBatch with kind
+    "record" (records malformed), "corrupt" (data that does not decompress), "unknown" (no such
+    codec) or "codec" (a known codec whose library is not installed here)."""
+    if header.compression:
+        body = decompress_records(buf, pos, header)
+        return records_max_timestamp(body, 0, len(body), header.record_count, header.base_timestamp)
+    return records_max_timestamp(buf, pos + HEADER_SIZE, pos + header.size, header.record_count, header.base_timestamp)
 
 
 # -- varints (zigzag, as records use them) ---------------------------------------------
@@ -520,6 +627,8 @@ def decompress_records(buf: bytes | bytearray | memoryview, pos: int, header: Ba
             return codec.zstd_decode(data)
     except Exception as exc:  # each codec raises its own kinds on bad input
         raise InvalidBatch(f"{COMPRESSION_NAMES.get(kind, kind)} data does not decompress: {exc}") from exc
+    if kind not in COMPRESSION_NAMES:
+        raise InvalidBatch(f"Unknown compression type id: {kind}", "unknown")
     raise InvalidBatch(f"no codec for compression type {COMPRESSION_NAMES.get(kind, kind)}", "codec")
 
 

@@ -21,6 +21,13 @@ class CorruptRecord(LogError):
     code = ErrorCode.CORRUPT_MESSAGE
 
 
+class UndecodableRecords(LogError):
+    """A batch whose records cannot be decompressed (or name no known codec): Kafka's
+    validation fails with an unexpected exception, answered UNKNOWN_SERVER_ERROR."""
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 class RecordTooLarge(LogError):
     code = ErrorCode.MESSAGE_TOO_LARGE
 

@@ -26,12 +26,14 @@ from protocol.records import (
     CONTROL_BIT,
     HEADER,
     HEADER_SIZE,
+    TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     BatchHeader,
     InvalidBatch,
     decode_varint,
     iter_all_records,
     set_log_append_time,
+    set_max_timestamp,
 )
 from storage.checkpoint import fsync_dir
 from storage.config import LogConfig
@@ -377,12 +379,21 @@ class PartitionLog:
 
     # -- appending --------------------------------------------------------------------------
 
-    def append(self, batch: bytearray | bytes | memoryview, *, now: int | None = None, check_producer: bool = True) -> AppendResult:
+    def append(
+        self,
+        batch: bytearray | bytes | memoryview,
+        *,
+        now: int | None = None,
+        check_producer: bool = True,
+        max_timestamp: int | None = None,
+    ) -> AppendResult:
         """Append one validated batch: assign offsets by patching baseOffset in place, write it to
         the active segment (no fsync), update indexes and producer state, wake fetches. A batch
         that is not a bytearray is not copied (a produced 1 MiB batch): its first 16 bytes
         (base offset, length, leader epoch: outside the CRC) are written patched, the rest as is,
-        in one writev; a LogAppendTime topic rewrites timestamps and CRC, so it copies.
+        in one writev. A header rewritten copies: on a LogAppendTime topic (the append time),
+        or when validation read a `max_timestamp` from the records other than the header's, or
+        the header claims LogAppendTime on a CreateTime topic (Kafka's setMaxTimestamp).
 
         A batch of an idempotent producer is checked first: a duplicate of one of its last five
         batches is not appended and its original offsets are returned (`duplicate=True`); a
@@ -394,9 +405,16 @@ class PartitionLog:
         histogram = self.append_histogram
         started = time.perf_counter() if histogram is not None else 0.0
         config = self.config
-        if not isinstance(batch, bytearray) and config.log_append_time:
-            batch = bytearray(batch)
         header = _new(BatchHeader, _HEADER_UNPACK(batch, 0))
+        # A header that agrees with its records (the usual case) is appended as it came.
+        restamp = (
+            max_timestamp is not None and not config.log_append_time and (header[8] != max_timestamp or header[5] & TIMESTAMP_TYPE_BIT)
+        )
+        if (restamp or config.log_append_time) and not isinstance(batch, bytearray):
+            batch = bytearray(batch)
+        if restamp:
+            set_max_timestamp(batch, 0, max_timestamp)  # type: ignore[arg-type]
+            header = _new(BatchHeader, _HEADER_UNPACK(batch, 0))
         base = self.next_offset
         pid = header[9]
         if pid >= 0 and check_producer:

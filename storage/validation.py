@@ -1,25 +1,49 @@
 """Checks a client batch passes before it is appended (Kafka's analyzeAndValidateRecords and
 LogValidator, in their order). A failing batch raises a LogError; nothing is appended.
 
-Records are not decoded except where Kafka's rule needs them: the null-key check of
-compacted topics. (Kafka also walks every record of every batch; kaflet keeps batches opaque
-on the produce path and relies on the CRC for integrity.)
+As Kafka's LogValidator does, every record is read (decompressed first when the batch is
+compressed): records that do not fill their batch exactly are INVALID_RECORD, data that does
+not decompress is UNKNOWN_SERVER_ERROR, and the batch's maxTimestamp is what its records say,
+whatever its header claims (Sarama 1.22, for one, writes -1 there). The walk reads every field's
+length and each timestamp, in place; the log rewrites a header that disagrees (storage/log.py),
+and appends one that agrees as the client sent it. Where the codec of a compressed batch is not
+installed (snappy, lz4 and zstd are optional), its header is taken as it is.
 """
 
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
-from protocol.records import HEADER_SIZE, TIMESTAMP_TYPE_BIT, BatchHeader, InvalidBatch, batch_crc, iter_all_records, read_header
+from protocol.records import (
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    InvalidBatch,
+    Record,
+    batch_crc,
+    batch_max_timestamp,
+    iter_all_records,
+    read_header,
+)
 from storage.config import LONG_MAX, LogConfig
-from storage.errors import CorruptRecord, InvalidRecord, InvalidTimestamps, RecordErrors, RecordTooLarge
+from storage.errors import CorruptRecord, InvalidRecord, InvalidTimestamps, RecordErrors, RecordTooLarge, UndecodableRecords
+
+_BAD_TIMESTAMPS = "One or more records have been rejected due to invalid timestamp"
+
+
+class Validated(NamedTuple):
+    header: BatchHeader  # as the client sent it
+    # The maxTimestamp to store (CreateTime): the records' largest timestamp; None on a
+    # LogAppendTime topic, where the log stamps the append time.
+    max_timestamp: int | None
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def validate_client_batch(batch: bytes | bytearray | memoryview, config: LogConfig, name: str, now: int | None = None) -> BatchHeader:
+def validate_client_batch(batch: bytes | bytearray | memoryview, config: LogConfig, name: str, now: int | None = None) -> Validated:
     """`batch` holds exactly one v2 batch (the request layer checked framing and magic)."""
     header = read_header(batch)
     if header.base_offset != 0:
@@ -47,26 +71,64 @@ def validate_client_batch(batch: bytes | bytearray | memoryview, config: LogConf
         raise InvalidRecord(
             f"Invalid sequence number {header.base_sequence} in record batch with producerId {header.producer_id} in topic partition {name}"
         )
+    records_max = _read_records(batch, header, name)
     if config.compact:
         _check_keys(batch, header, name)
-    _check_timestamps(batch, header, config, now_ms() if now is None else now)
-    return header
+    return Validated(header, _check_timestamps(batch, header, config, now_ms() if now is None else now, records_max))
 
 
-def _check_timestamps(batch: bytes | bytearray | memoryview, header: BatchHeader, config: LogConfig, now: int) -> None:
-    """message.timestamp.before/after.max.ms for CreateTime topics; a LogAppendTime topic refuses
-    batches that already claim LogAppendTime. Records are decoded only when a bound could be
-    crossed: the batch's maxTimestamp settles the default case (no lower bound)."""
+def _read_records(batch: bytes | bytearray | memoryview, header: BatchHeader, name: str) -> int | None:
+    """Every record read as Kafka's validation reads it: their largest timestamp, or None where
+    the batch's codec is not installed here (its header is then all there is to go by)."""
+    try:
+        return batch_max_timestamp(batch, 0, header)
+    except InvalidBatch as exc:
+        if exc.kind == "codec":
+            return None
+        if exc.kind == "record":
+            raise InvalidRecord(f"{exc.reason} in topic partition {name}") from None
+        raise UndecodableRecords(f"{exc.reason} in topic partition {name}") from None
+
+
+def _record_text(rec: Record) -> str:
+    """A record as Kafka's DefaultRecord.toString writes it into error messages."""
+    key = 0 if rec.key is None else len(rec.key)
+    value = 0 if rec.value is None else len(rec.value)
+    return f"DefaultRecord(offset={rec.offset}, timestamp={rec.timestamp}, key={key} bytes, value={value} bytes)"
+
+
+def _append_time_claimed(batch: bytes | bytearray | memoryview, header: BatchHeader) -> InvalidTimestamps:
+    try:
+        texts = [f" {_record_text(rec)}" for rec in iter_all_records(batch, 0, header)]
+    except InvalidBatch:  # a compressed batch whose codec is not installed: no record to name
+        texts = [""] * header.record_count
+    message = "Invalid timestamp type in message{}. Producer should not set timestamp type to LogAppendTime."
+    return InvalidTimestamps(_BAD_TIMESTAMPS, [(i, message.format(text)) for i, text in enumerate(texts)])
+
+
+def _check_timestamps(
+    batch: bytes | bytearray | memoryview, header: BatchHeader, config: LogConfig, now: int, records_max: int | None
+) -> int | None:
+    """Kafka's validateTimestamp for every record, then the maxTimestamp to store (None: the
+    append time). message.timestamp.before/after.max.ms bound CreateTime records (a record
+    stamped -1 is not checked); a LogAppendTime topic refuses batches claiming LogAppendTime,
+    and so does a CreateTime topic when their records then read -1. Records are decoded here
+    only when a bound could be crossed: their largest timestamp settles the default case."""
+    claims_append_time = bool(header.attributes & TIMESTAMP_TYPE_BIT)
     if config.log_append_time:
-        if header.attributes & TIMESTAMP_TYPE_BIT:
-            message = "Invalid timestamp type in message. Producer should not set timestamp type to LogAppendTime."
-            raise InvalidTimestamps(
-                "One or more records have been rejected due to invalid timestamp", [(i, message) for i in range(header.record_count)]
-            )
-        return
+        if claims_append_time:
+            raise _append_time_claimed(batch, header)
+        return None
+    if claims_append_time:
+        # Each record reads as the header's maxTimestamp (Kafka's iterator does so): that is the max.
+        if header.max_timestamp == -1:
+            raise _append_time_claimed(batch, header)
+        records_max = max(-1, header.max_timestamp)
+    elif records_max is None:
+        records_max = header.max_timestamp
     before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
-    if header.max_timestamp - now <= after and before >= LONG_MAX:
-        return
+    if records_max - now <= after and before >= LONG_MAX:
+        return records_max
     errors = []
     low, high = now - before, now + after
     try:
@@ -82,7 +144,8 @@ def _check_timestamps(batch: bytes | bytearray | memoryview, header: BatchHeader
     except (InvalidBatch, IndexError, ValueError) as exc:
         raise CorruptRecord(f"Record is corrupt: {exc}") from exc
     if errors:
-        raise InvalidTimestamps("One or more records have been rejected due to invalid timestamp", errors)
+        raise InvalidTimestamps(_BAD_TIMESTAMPS, errors)
+    return records_max
 
 
 def _check_keys(batch: bytes | bytearray | memoryview, header: BatchHeader, name: str) -> None:

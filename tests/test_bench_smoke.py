@@ -47,7 +47,8 @@ def test_quick_metadata_benchmark_runs_against_kaflet_and_the_mock(tmp_path: Pat
     rate = next(r for r in entry["rows"] if r["name"] == "Metadata requests/s")
     assert rate["kaflet"] > 0 and rate["baseline"] > 0
     assert rate["ratio"] == rate["kaflet"] / rate["baseline"]
-    assert rate["target"] == ">= 0.7x" and rate["met"] in (True, False)
+    # The harness judges the target from the ratio (whichever way it goes on this machine).
+    assert rate["target"] == ">= 0.7x" and rate["met"] is (rate["ratio"] >= 0.7)
 
 
 def test_quick_metrics_benchmark_measures_the_real_endpoint(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from broker.coordinator.consumer.manager import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
 from broker.security import authorize as authz
+from broker.security.acls import ResourceType, all_operations
 from protocol import kip848_codec
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -28,8 +29,8 @@ _Assignment = _Member.Assignment
 _Topic = _Assignment.TopicPartitions
 
 INT32_MIN = -(2**31)
-# AclOperation READ(3), DELETE(6), DESCRIBE(8): what an authorizer-less Kafka reports for a group.
-GROUP_OPERATIONS_BITS = (1 << 3) | (1 << 6) | (1 << 8)
+# What an authorizer-less Kafka reports for a group: every operation a GROUP supports, as int32 bits.
+GROUP_OPERATIONS_BITS = sum(1 << op for op in all_operations(ResourceType.GROUP))
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 

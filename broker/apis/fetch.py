@@ -311,6 +311,11 @@ async def _park(
     return encode_response(version, 0, topics, read_committed)
 
 
+def parked_fetches(broker: Broker) -> int:
+    """How many Fetch requests are parked now, waiting for data or their max wait."""
+    return sum(1 for fut in _PARKED.get(broker, ()) if not fut.done())
+
+
 def wake_parked_fetches(broker: Broker) -> None:
     """At shutdown: parked fetches answer with what they have."""
     for fut in list(_PARKED.get(broker, ())):

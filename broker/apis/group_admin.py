@@ -8,6 +8,7 @@ from broker.context import RequestContext
 from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.registry import api
 from broker.security import authorize as authz
+from broker.security.acls import ResourceType, all_operations
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -20,8 +21,8 @@ _Member = _Described.DescribedGroupMember
 _Listed = ListGroupsResponse.ListedGroup
 _Deleted = DeleteGroupsResponse.DeletableGroupResult
 
-# What an authorizer-less Kafka reports for a group (AclOperation codes READ, DELETE, DESCRIBE).
-GROUP_OPERATIONS = frozenset({3, 6, 8})
+# What an authorizer-less Kafka reports for a group: every operation a GROUP supports.
+GROUP_OPERATIONS = all_operations(ResourceType.GROUP)
 GROUP_TYPES = ("classic", "consumer", "share")
 
 
@@ -121,9 +122,11 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
 def _group_ops(ctx: RequestContext, group_id: str, error: int) -> Any:
     """The group's authorized operations: from the authorizer when there is one (only for a group
     described without error, as Kafka), else what an authorizer-less Kafka reports."""
+    if error:
+        return None
     if ctx.broker.authorizer is None:
         return set(GROUP_OPERATIONS)
-    return set(authz.operations_or_all(ctx, authz.GROUP, group_id)) if not error else None
+    return set(authz.operations_or_all(ctx, authz.GROUP, group_id))
 
 
 def _list_error(request: Any, code: ErrorCode) -> Any:

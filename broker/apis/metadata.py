@@ -12,7 +12,7 @@ from typing import Any
 from broker.context import RequestContext
 from broker.registry import api
 from broker.security import authorize as authz
-from broker.security.acls import CLUSTER_NAME
+from broker.security.acls import CLUSTER_NAME, ResourceType, all_operations
 from broker.security.listeners import advertised_for, listener_name
 from broker.topics import INTERNAL_TOPICS, Topic, name_error
 from protocol.apis import ApiKey, lazy_response
@@ -24,9 +24,9 @@ _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
 
-# What an authorizer-less Kafka reports as allowed (AclOperation codes).
-TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
-CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12, 13, 14})
+# What an authorizer-less Kafka reports as allowed: every operation the resource type supports.
+TOPIC_OPERATIONS = all_operations(ResourceType.TOPIC)
+CLUSTER_OPERATIONS = all_operations(ResourceType.CLUSTER)
 LEADER_EPOCH = 0
 _CACHE_LIMIT = 256
 
@@ -80,8 +80,8 @@ def _topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> Any:
     )
 
 
-def _error_entry(code: ErrorCode, name: str | None, topic_id: Any = None) -> Any:
-    return _Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[], authorized_operations=None)
+def _error_entry(code: ErrorCode, name: str | None, topic_id: Any = None, operations: set[int] | None = None) -> Any:
+    return _Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[], authorized_operations=operations)
 
 
 def _error(request: Any, code: ErrorCode) -> Any:
@@ -154,13 +154,15 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 continue
             topic = topics_mgr.get(name)
             if topic is None:
+                # As Kafka: an entry found by name reports its operations even with an error.
+                operations = set(TOPIC_OPERATIONS) if include_topic_ops else None
                 if name_error(name) is not None:
-                    entries.append(_error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+                    entries.append(_error_entry(ErrorCode.INVALID_TOPIC_EXCEPTION, name, operations=operations))
                     continue
                 if allow_auto:
                     topic = topics_mgr.maybe_auto_create(name)
                 if topic is None:
-                    entries.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                    entries.append(_error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name, operations=operations))
                     continue
             entries.append(_topic_entry(ctx, topic, include_topic_ops))
 

@@ -216,14 +216,15 @@ def _verify_transactional(broker: Any, transactional_id: str | None, header: Any
 
 def _append(log: Any, batch: memoryview, res: PartitionResult, transactional_id: str | None = None, broker: Any = None) -> None:
     try:
-        header = validate_client_batch(batch, log.config, log.name)
+        header, max_timestamp = validate_client_batch(batch, log.config, log.name)
         if header.is_transactional:
             code = _verify_transactional(broker, transactional_id, header, log.topic, log.partition)
             if code:
                 res.error = code
                 res.log_start_offset = log.log_start_offset
                 return
-        result = log.append(batch)  # not copied: the log writes the patched head and the rest
+        # Not copied unless its header must change: the log writes the patched head and the rest.
+        result = log.append(batch, max_timestamp=max_timestamp)
     except RecordErrors as exc:
         res.error = exc.code
         res.record_errors = exc.record_errors

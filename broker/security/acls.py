@@ -72,6 +72,11 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
 }  # fmt: skip
 
 
+def all_operations(rtype: ResourceType) -> frozenset[int]:
+    """What Kafka reports as authorized operations with no authorizer: every operation the resource type supports."""
+    return frozenset(int(op) for op in SUPPORTED_OPERATIONS[rtype])
+
+
 class Acl(NamedTuple):
     """A StandardAcl: one binding of a resource pattern to an access control entry."""
 

@@ -11,10 +11,17 @@ from typing import Any
 import pytest
 
 from broker import Broker
+from broker.apis.fetch import parked_fetches
 from protocol import records as r
 from protocol.errors import ErrorCode
 from tests.support import data as d
 from tests.support.raw_client import RawClient
+from tests.support.waiting import async_wait_until
+
+
+async def parked(broker: Broker, count: int = 1) -> None:
+    """Until the broker holds `count` Fetch requests parked (not a guess that a sleep was long enough)."""
+    await async_wait_until(lambda: parked_fetches(broker) == count, timeout=10, message=f"{count} parked fetch(es)")
 
 
 async def fill(client: RawClient, topic: str, partition: int, batches: int, records: int = 1, value: bytes = b"v") -> None:
@@ -50,8 +57,8 @@ async def test_long_poll_returns_at_once_when_a_produce_arrives(broker: Broker, 
     producer: RawClient = await raw()
     started = time.monotonic()
     pending = consumer.send(d.fetch([("poll", 0, 0)], max_wait_ms=5000, min_bytes=1))
-    await asyncio.sleep(0.2)
-    assert not pending.done()  # parked: nothing to return yet
+    await parked(broker)  # nothing to return yet
+    assert not pending.done()
     produced_at = time.monotonic()
     await fill(producer, "poll", 0, 1)
     resp = await asyncio.wait_for(pending, 5)
@@ -65,9 +72,10 @@ async def test_min_bytes_waits_for_enough_data(broker: Broker, raw: Callable[...
     consumer: RawClient = await raw()
     producer: RawClient = await raw()
     pending = consumer.send(d.fetch([("mb", 0, 0), ("mb", 1, 0)], max_wait_ms=10_000, min_bytes=500))
+    await parked(broker)
     await fill(producer, "mb", 0, 1)  # ~70 bytes: not enough
-    await asyncio.sleep(0.1)
-    assert not pending.done()
+    # The append was seen by the parked fetch (it counts bytes per append) and it stays parked.
+    assert parked_fetches(broker) == 1 and not pending.done()
     await fill(producer, "mb", 1, 1, value=b"x" * 600)
     resp = await asyncio.wait_for(pending, 5)
     assert [d.fetched_offsets(p) for p in resp.responses[0].partitions] == [[0], [0]]
@@ -149,7 +157,7 @@ async def test_parked_fetch_wakes_when_its_topic_is_deleted(broker: Broker, raw:
     broker.topics.create("gone", 1)
     client: RawClient = await raw()
     pending = client.send(d.fetch([("gone", 0, 0)], max_wait_ms=10_000))
-    await asyncio.sleep(0.1)
+    await parked(broker)
     broker.topics.delete("gone")
     resp = await asyncio.wait_for(pending, 5)
     assert resp.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -373,12 +373,14 @@ async def test_a_transaction_prepared_before_a_restart_completes_at_load(make_co
         p = await producer(broker, client, "tx-prep")
         await p.add({"t": [0]})
         await p.produce("t", 0, 2, value=b"prepared")
+        # The markers cannot be written (a broken disk under the data partition): the broker stops
+        # between the PrepareCommit record and the markers, which is what a crash there leaves.
+        broker.faults.fail_appends("t", partition=0, count=None)
+        assert await p.end(commit=True) == 0  # answered once the PrepareCommit record is written
         assert broker.txn is not None
-        shard = broker.txn.shard_for("tx-prep")
-        meta = shard.txns["tx-prep"]
-        # What a crash between the PrepareCommit record and the markers leaves in the log.
-        meta.state = TxnState.PREPARE_COMMIT
-        shard.write(meta)
+        assert broker.txn.shard_for("tx-prep").txns["tx-prep"].state is TxnState.PREPARE_COMMIT
+        part = await fetch_part(client, "t", 0, isolation=1)
+        assert (committed_values(part), part.last_stable_offset) == ([], 0)  # no marker: nothing committed yet
     async with serving(config) as served:
         broker = served.broker
         client = await served.connect()

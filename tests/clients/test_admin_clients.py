@@ -9,7 +9,7 @@ from typing import Any
 import kafka.errors as kerrors
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic
+from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType
@@ -121,7 +121,16 @@ def test_confluent_describe_cluster(broker_thread: Any) -> None:
     assert cluster.cluster_id == bt.broker.cluster_id
     assert cluster.controller.id == 1
     assert [(n.id, n.host, n.port) for n in cluster.nodes] == [(1, "127.0.0.1", bt.broker.bound_port)]
-    assert cluster.authorized_operations
+    A = AclOperation
+    assert set(cluster.authorized_operations) == {
+        A.CREATE,
+        A.ALTER,
+        A.DESCRIBE,
+        A.CLUSTER_ACTION,
+        A.DESCRIBE_CONFIGS,
+        A.ALTER_CONFIGS,
+        A.IDEMPOTENT_WRITE,
+    }
 
 
 # -- kafka-python ------------------------------------------------------------------------

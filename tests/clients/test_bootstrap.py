@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import aiokafka
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 
 
@@ -31,13 +31,22 @@ def test_kafka_python_reads_cluster_metadata(broker_thread: Any) -> None:
 
 def test_aiokafka_bootstraps(broker_thread: Any) -> None:
     bt = broker_thread()
+    admin = AdminClient({"bootstrap.servers": bt.bootstrap})
+    admin.create_topics([NewTopic("boot", 2, 1)])["boot"].result(15)
 
-    async def main() -> set[str]:
+    async def main() -> tuple[set[str], set[int], list[tuple[int, str, int]]]:
         consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bt.bootstrap)
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bt.bootstrap)
         await consumer.start()
+        await producer.start()
         try:
-            return await consumer.topics()
+            partitions = await producer.partitions_for("boot")
+            brokers = [(b.nodeId, b.host, b.port) for b in producer.client.cluster.brokers()]
+            return await consumer.topics(), partitions, brokers
         finally:
+            await producer.stop()
             await consumer.stop()
 
-    assert isinstance(asyncio.run(main()), set)
+    topics, partitions, brokers = asyncio.run(main())
+    assert "boot" in topics and partitions == {0, 1}
+    assert brokers == [(1, "127.0.0.1", bt.broker.bound_port)]

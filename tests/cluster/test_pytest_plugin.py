@@ -9,7 +9,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from broker.cluster.pytest_plugin import KafletBroker, KafletCluster
 
@@ -61,11 +61,31 @@ def test_kafka_python_with_the_session_broker(kaflet_broker_session: KafletBroke
     )
     assert next(iter(consumer)).value == b"hello"
     consumer.close()
-    kaflet_broker_session.chaos.latency(5)  # cleared by the plugin after this test
 
 
-def test_session_broker_chaos_was_cleared(kaflet_broker_session: KafletBroker) -> None:
-    assert kaflet_broker_session.chaos.state()["latency_ms"] == 0
+def test_session_fixtures_clear_chaos_after_each_test(pytester: pytest.Pytester) -> None:
+    """The session broker and cluster outlive a test; what it broke does not: the first test of a
+    run breaks them, the second (run after it, in the same process) finds them whole."""
+    pytester.makepyfile(
+        """
+        def test_first_breaks_them(kaflet_broker_session, kaflet_cluster_session):
+            chaos = kaflet_broker_session.chaos
+            chaos.latency(5)
+            chaos.push_errors("Produce", ["NOT_LEADER_OR_FOLLOWER"])
+            kaflet_cluster_session.chaos.node(2).latency(7)
+            state = chaos.state()
+            assert state["latency_ms"] == 5 and len(state["error_stacks"]) == 1
+            assert kaflet_cluster_session.chaos.node(2).state()["latency_ms"] == 7
+
+        def test_second_finds_them_whole(kaflet_broker_session, kaflet_cluster_session):
+            state = kaflet_broker_session.chaos.state()
+            assert (state["latency_ms"], state["error_stacks"], state["rules"]) == (0, [], [])
+            assert kaflet_cluster_session.chaos.node(2).state()["latency_ms"] == 0
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*::test_first_breaks_them PASSED*", "*::test_second_finds_them_whole PASSED*"])
 
 
 async def test_aiokafka_with_kaflet_broker(kaflet_broker: KafletBroker) -> None:
@@ -130,7 +150,14 @@ def test_kaflet_cluster_of_two(kaflet_cluster: KafletCluster) -> None:
 
 
 def test_kafka_python_with_the_session_cluster(kaflet_cluster_session: KafletCluster) -> None:
+    topic = f"s-{uuid.uuid4().hex[:8]}"
     producer = KafkaProducer(bootstrap_servers=kaflet_cluster_session.bootstrap)
-    producer.send(f"s-{uuid.uuid4().hex[:8]}", b"v").get(timeout=10)
+    sent = producer.send(topic, b"v", partition=0).get(timeout=10)
     producer.close()
-    kaflet_cluster_session.chaos.node(2).latency(5)  # cleared by the plugin after this test
+    assert (sent.topic, sent.partition, sent.offset) == (topic, 0, 0)
+    consumer = KafkaConsumer(bootstrap_servers=kaflet_cluster_session.bootstrap, consumer_timeout_ms=10000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    message = next(consumer)
+    consumer.close()
+    assert (message.offset, message.value) == (0, b"v")

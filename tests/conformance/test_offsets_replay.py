@@ -340,6 +340,9 @@ async def test_RL_6_expiry_cycle_starts_after_load(make_config: Callable[..., An
     await _first_life(make_config, body)
     async with serving(make_config(offsets_retention_minutes=1, offsets_retention_check_interval_ms=50)) as served:
         client = await served.ready()
+        # Replayed: the offset is there after the reload (and not yet expired: committed just now)...
+        assert await committed(client, "rl6-expiry") == {("t", 0): 1}
+        # ...and the expiry cycle, started by the load, removes it once it is older than the retention.
         served.broker.clock.advance(2 * 60_000)
 
         async def gone() -> bool:

@@ -7,8 +7,8 @@ tests need the partition log on disk, so they wait for storage):
   4 while it is LOADING. Every response is checked, and after the load the group serves normally.
 - not hosted: partition 0 gets a record whose key cannot be decoded; its load fails (RL-2),
   so its groups are on a shard this broker does not host (NOT_COORDINATOR).
-Not covered: GE-1's "service not started" (COORDINATOR_NOT_AVAILABLE: the coordinator is active
-whenever the broker accepts connections), GE-3's rows for replication, timeouts and storage
+GE-1's "service not started" (COORDINATOR_NOT_AVAILABLE) is reached in a stopping broker
+(classic/test_group_errors.py). Not covered: GE-3's rows for replication, timeouts and storage
 errors (no way to make a single-node append fail on demand; MESSAGE_TOO_LARGE is tested), and
 GE-7 (no authorizer).
 """

@@ -4,14 +4,14 @@ offset commits answer NOT_COORDINATOR (GE-3) rather than a closed connection, Cr
 answers KAFKA_STORAGE_ERROR, and everything works again once space is freed, without a restart.
 
 The data dir is on a small tmpfs the test mounts (root here); where mounting is not allowed,
-ENOSPC is injected through the storage layer instead (tests/support/small_fs.py)."""
+ENOSPC is injected through the storage layer instead (tests/support/small_fs.py), and the test
+ids say which: `[tmpfs]` or `[injected-enospc]`."""
 
 from __future__ import annotations
 
 import errno
 import os
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,14 +24,8 @@ from tests.support import data as d
 from tests.support import groups as g
 from tests.support.coordinator import wait_ready
 from tests.support.raw_client import RawClient
-from tests.support.small_fs import Disk, small_fs
+from tests.support.small_fs import Disk
 from tests.support.waiting import async_wait_until
-
-
-@pytest.fixture
-def disk(tmp_path: Path) -> Any:
-    with small_fs(tmp_path) as (path, mounted):
-        yield Disk(path, mounted)
 
 
 @pytest.fixture
@@ -130,7 +124,7 @@ async def commits_on_a_full_disk(broker: Broker, disk: Disk) -> None:
 async def test_create_topics_on_a_full_disk_answers_storage_error(on_disk: Broker, disk: Disk) -> None:
     broker = on_disk
     if not disk.mounted:
-        pytest.skip("needs a real full file system: injection covers partition appends only")
+        pytest.skip("needs a real full file system (a tmpfs cannot be mounted here): injected ENOSPC covers partition appends only")
     client = await RawClient.connect(broker.bootstrap)
     topic = CreateTopicsRequest.CreatableTopic(name="new", num_partitions=3, replication_factor=1, assignments=[], configs=[])
     try:

@@ -7,26 +7,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from broker import Config
 from tests.support.metrics import scrape
-from tests.support.small_fs import Disk, small_fs
+from tests.support.small_fs import Disk
 from tests.support.threaded import BrokerThread
 from tests.support.waiting import wait_until
 
 TOPIC = "events"
 
 
-@pytest.fixture
-def disk(tmp_path: Path) -> Iterator[Disk]:
-    with small_fs(tmp_path, "24m") as (path, mounted):
-        yield Disk(path, mounted)
+DISK_SIZE = "24m"  # the disk fixture (tests/limits/conftest.py) mounts a tmpfs this large
 
 
 def test_disk_full_while_producing_and_committing(disk: Disk) -> None:

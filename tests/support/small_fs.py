@@ -1,6 +1,10 @@
 """A disk that can be filled to the last byte: a tmpfs mounted with `size=` where the machine
 allows (root, mount permitted), else ENOSPC injected through the storage layer (broker/faults.py).
 
+Which of the two a run uses is decided once (`mechanism()`, by mounting a 1 MB tmpfs;
+KAFLET_TEST_DISK=injected-enospc chooses injection) and is never silent: the full-disk tests are parametrized with it, so their ids end in `[tmpfs]` or
+`[injected-enospc]`, and each records it as the JUnit property `disk`.
+
 `Disk.fill()` writes a filler file until the file system refuses even one more byte;
 `Disk.free()` deletes it. With injection, `fill()` arms an append rule failing every partition
 log with ENOSPC and `free()` removes it (other writes, such as topics.json, are not affected).
@@ -9,12 +13,17 @@ log with ENOSPC and `free()` removes it (other writes, such as topics.json, are 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+TMPFS = "tmpfs"
+INJECTED = "injected-enospc"
 
 
 def _try_mount(path: Path, size: str) -> bool:
@@ -25,23 +34,39 @@ def _try_mount(path: Path, size: str) -> bool:
     return done.returncode == 0
 
 
+@functools.cache
+def mechanism() -> str:
+    """TMPFS where this process can mount one, else INJECTED; KAFLET_TEST_DISK=injected-enospc
+    asks for injection on a machine that could mount (to run that path too)."""
+    if os.environ.get("KAFLET_TEST_DISK") == INJECTED:
+        return INJECTED
+    with tempfile.TemporaryDirectory(prefix="kaflet-tmpfs-probe-") as probe:
+        if not _try_mount(Path(probe), "1m"):
+            return INJECTED
+        subprocess.run(["umount", "-l", probe], capture_output=True)
+    return TMPFS
+
+
 @contextmanager
-def small_fs(base: Path, size: str = "16m") -> Iterator[tuple[Path, bool]]:
-    """(directory, mounted): a small tmpfs at `base`/fs, or a plain directory when mounting is not possible."""
+def small_fs(base: Path, how: str, size: str = "16m") -> Iterator[Path]:
+    """A small tmpfs at `base`/fs (TMPFS: failing if it cannot be mounted), or a plain directory (INJECTED)."""
     path = base / "fs"
-    mounted = _try_mount(path, size)
+    mounted = how == TMPFS and _try_mount(path, size)
+    if how == TMPFS and not mounted:
+        raise RuntimeError(f"cannot mount a {size} tmpfs at {path}, though the probe could")
     path.mkdir(parents=True, exist_ok=True)
     try:
-        yield path, mounted
+        yield path
     finally:
         if mounted:
             subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 class Disk:
-    def __init__(self, path: Path, mounted: bool) -> None:
+    def __init__(self, path: Path, how: str) -> None:
         self.path = path
-        self.mounted = mounted
+        self.how = how
+        self.mounted = how == TMPFS
         self.filler = path / "filler"
         self._rule: Any = None
 

@@ -68,6 +68,49 @@ def test_log_append_time_sets_bit_timestamp_and_crc() -> None:
     assert header.attributes & r.TIMESTAMP_TYPE_BIT and header.max_timestamp == 99
 
 
+def test_set_max_timestamp_clears_the_log_append_time_bit_and_sets_the_crc() -> None:
+    batch = r.build_batch([(b"a", b"b")], timestamp_ms=5, attributes=r.TIMESTAMP_TYPE_BIT)
+    r.set_max_timestamp(batch, 0, 77)
+    header = r.validate_batch(batch)
+    assert not header.attributes & r.TIMESTAMP_TYPE_BIT and header.max_timestamp == 77
+
+
+def _records(*fields: tuple[int, bytes | None, bytes | None]) -> bytes:
+    out = bytearray()
+    for i, (delta, key, value) in enumerate(fields):
+        r.encode_record(out, i, delta, key, value, [("h", b"x")] if i == 0 else [])
+    return bytes(out)
+
+
+def test_records_max_timestamp_reads_every_record() -> None:
+    body = _records((0, b"k", b"v"), (-7, None, None), (30, b"k", bytes(500)), (2, b"", b""))
+    assert r.records_max_timestamp_py(body, 0, len(body), 4, 1000) == 1030
+    # -1 at least, as Kafka's LogValidator starts from -1; timestamps wrap as Java's long does.
+    early = _records((-10, b"k", b"v"))
+    assert r.records_max_timestamp_py(early, 0, len(early), 1, 3) == -1
+    assert r.records_max_timestamp_py(early, 0, len(early), 1, -(2**63) + 5) == 2**63 - 5
+
+
+@pytest.mark.parametrize(
+    ("body", "count", "why"),
+    [
+        (_records((0, b"k", b"v")) + b"\x00", 1, "records still remaining"),
+        (_records((0, b"k", b"v")), 2, "Invalid record size"),
+        (_records((0, b"k", b"v"))[:-1], 1, "Invalid record size"),
+        (b"\x0c\x00\x00\x00\x0akv", 1, "Found invalid record structure"),  # a 5-byte key in a 6-byte record
+        (b"\x10\x00\x00\x00\x02k\x02v\x01", 1, "invalid number of record headers"),  # -1 headers
+        (b"\x12\x00\x00\x00\x02k\x02v\x00\x00", 1, "do not fill it"),  # a byte left inside the record
+    ],
+    ids=["trailing", "count-too-high", "cut", "key-overruns", "negative-headers", "record-not-filled"],
+)
+def test_records_max_timestamp_refuses_records_that_do_not_fill_the_batch(body: bytes, count: int, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        r.records_max_timestamp_py(body, 0, len(body), count, 0)
+    with pytest.raises(r.InvalidBatch, match=why) as info:
+        r.records_max_timestamp(body, 0, len(body), count, 0)
+    assert info.value.kind == "record"
+
+
 def test_iter_batches_stops_at_partial_tail() -> None:
     a, b = r.build_batch([(b"a", b"1")]), r.build_batch([(b"b", b"2")], base_offset=1)
     buf = bytes(a + b)

@@ -114,6 +114,58 @@ def test_batches_build_alike(records: list, ts: int) -> None:
     assert rec.read_header(built, 0).record_count == len(records)
 
 
+def _max_alike(body: bytes, count: int, base: int) -> tuple[object, object]:
+    out: list[object] = []
+    for walk in (speedups.records_max_timestamp, rec.records_max_timestamp_py):
+        try:
+            out.append(walk(body, 0, len(body), count, base))
+        except ValueError as exc:
+            out.append(("ValueError", str(exc)))
+    return out[0], out[1]
+
+
+records_with_headers = st.lists(
+    st.tuples(i64, fields, fields, st.lists(st.tuples(st.text(max_size=8), fields), max_size=3)), min_size=1, max_size=20
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=records_with_headers,
+    base=i64,
+    count_delta=st.integers(-2, 2),
+    cut=st.integers(0, 2000),
+    flips=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)), max_size=3),
+)
+def test_record_walks_agree_whole_cut_or_corrupted(records: list, base: int, count_delta: int, cut: int, flips: list) -> None:
+    """The largest record timestamp, or the same refusal, for well-formed records, a wrong count,
+    records cut anywhere and corrupted bytes (timestamps wrap as Java's long does)."""
+    body = bytearray()
+    for i, (delta, key, value, headers) in enumerate(records):
+        rec.encode_record(body, i, delta, key, value, [(k, v) for k, v in headers])
+    whole = bytes(body)
+    count = len(records)
+    fast, pure = _max_alike(whole, count, base)
+    assert fast == pure
+    expected = max([-1] + [(base + d + 2**63) % 2**64 - 2**63 for d, *_ in records])
+    assert fast == expected
+    assert _max_alike(whole, max(0, count + count_delta), base)[0] == _max_alike(whole, max(0, count + count_delta), base)[1]
+    cut_body = whole[: cut % (len(whole) + 1)]
+    assert _max_alike(cut_body, count, base)[0] == _max_alike(cut_body, count, base)[1]
+    corrupted = bytearray(whole)
+    for at, byte in flips:
+        corrupted[at % len(corrupted)] = byte
+    fast, pure = _max_alike(bytes(corrupted), count, base)
+    assert fast == pure
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.binary(max_size=200), count=st.integers(0, 40), base=i64)
+def test_record_walks_agree_on_random_bytes(body: bytes, count: int, base: int) -> None:
+    fast, pure = _max_alike(body, count, base)
+    assert fast == pure
+
+
 @given(data=st.binary(max_size=3000))
 def test_crc32c_is_castagnoli(data: bytes) -> None:
     assert speedups.crc32c(data) == crc32c_package.crc32c(data)

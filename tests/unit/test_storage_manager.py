@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,10 +154,15 @@ async def test_interval_fsync_advances_the_recovery_point(tmp_path: Path) -> Non
 async def test_group_commit_one_fsync_pass_per_loop_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     passes: list[int] = []
     real = manager_mod._fsync_fds
+    started = threading.Event()
+    release = threading.Event()
+    release.set()
 
-    def counting(fds: list[int]) -> None:
+    def counting(fds: list[int]) -> float:
         passes.append(len(fds))
-        real(fds)
+        started.set()
+        release.wait(10)  # a pass the test holds, to append while it runs
+        return real(fds)
 
     monkeypatch.setattr(manager_mod, "_fsync_fds", counting)
     m = make(tmp_path, "always")
@@ -175,13 +181,18 @@ async def test_group_commit_one_fsync_pass_per_loop_turn(tmp_path: Path, monkeyp
     assert all(log is not None and log.recovery_point == log.log_end_offset == 4 for log in logs)
     assert m.wait_durable(logs[0]) is None  # nothing new to cover
     # Appends made while a pass is running are covered by the next one.
+    release.clear()
+    started.clear()
     logs[0].append(r.build_batch([(b"k", b"v")]))  # type: ignore[union-attr]
     first = m.wait_durable(logs[0])  # type: ignore[arg-type]
-    await asyncio.sleep(0)
+    await asyncio.to_thread(started.wait, 10)  # the pass covering logs[0] is running, held
     logs[1].append(r.build_batch([(b"k", b"v")]))  # type: ignore[union-attr]
     second = m.wait_durable(logs[1])  # type: ignore[arg-type]
-    await asyncio.gather(first, second)  # type: ignore[arg-type]
-    assert len(passes) in (2, 3) and logs[1].recovery_point == 5  # type: ignore[union-attr]
+    release.set()
+    await first  # type: ignore[misc]
+    assert logs[1].recovery_point == 4  # type: ignore[union-attr]  # not covered by the pass that was running
+    await second  # type: ignore[misc]
+    assert passes == [3, 1, 1] and logs[1].recovery_point == 5  # type: ignore[union-attr]
     await m.close()
 
 

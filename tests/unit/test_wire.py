@@ -1,4 +1,4 @@
-"""The wire: ApiVersions from the registry, downgrade answers, Metadata, framing limits."""
+"""The wire: ApiVersions (pinned here as data), downgrade answers, Metadata, framing limits."""
 
 from __future__ import annotations
 
@@ -8,19 +8,77 @@ from typing import Any
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 
+import broker.apis  # noqa: F401  (registers every API)
 from broker import Broker
-from broker.registry import served
+from broker.registry import REGISTRY
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
+# What kaflet advertises, pinned: API -> (lowest version, highest version, first flexible version
+# or None). Serving another range means changing this table on purpose;
+# tests/differential/test_reference_api_versions.py checks it against Kafka 4.4's.
+API_VERSIONS: dict[ApiKey, tuple[int, int, int | None]] = {
+    ApiKey.PRODUCE: (3, 11, 9),
+    ApiKey.FETCH: (4, 16, 12),
+    ApiKey.LIST_OFFSETS: (0, 8, 6),
+    ApiKey.METADATA: (0, 12, 9),
+    ApiKey.OFFSET_COMMIT: (0, 9, 8),
+    ApiKey.OFFSET_FETCH: (0, 9, 6),
+    ApiKey.FIND_COORDINATOR: (0, 6, 3),
+    ApiKey.JOIN_GROUP: (0, 9, 6),
+    ApiKey.HEARTBEAT: (0, 4, 4),
+    ApiKey.LEAVE_GROUP: (0, 5, 4),
+    ApiKey.SYNC_GROUP: (0, 5, 4),
+    ApiKey.DESCRIBE_GROUPS: (0, 5, 5),
+    ApiKey.LIST_GROUPS: (0, 5, 3),
+    ApiKey.API_VERSIONS: (0, 4, 3),
+    ApiKey.CREATE_TOPICS: (0, 7, 5),
+    ApiKey.DELETE_TOPICS: (0, 6, 4),
+    ApiKey.DELETE_RECORDS: (0, 2, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 5, 2),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4, 3),
+    ApiKey.END_TXN: (0, 4, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5, 3),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2, 2),
+    ApiKey.CREATE_PARTITIONS: (0, 3, 2),
+    ApiKey.DELETE_GROUPS: (0, 2, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1, 1),
+    ApiKey.OFFSET_DELETE: (0, 0, None),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1, 0),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 2, 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1, 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1, 0),
+}
+ADVERTISED = {int(key): (lo, hi) for key, (lo, hi, _flex) in API_VERSIONS.items()}
 
-async def test_api_versions_lists_every_registered_api(raw: Any) -> None:
+
+def advertised(resp: Any) -> dict[int, tuple[int, int]]:
+    listed = [k.api_key for k in resp.api_keys]
+    assert len(listed) == len(set(listed)), listed  # each API once
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+async def test_api_versions_answers_the_pinned_table(raw: Any) -> None:
     client = await raw()
     for version in range(5):
         req = ApiVersionsRequest[version](client_software_name="kaflet-tests", client_software_version="1.0")
         resp = await client.request(req)
         assert resp.error_code == 0
-        assert sorted((k.api_key, k.min_version, k.max_version) for k in resp.api_keys) == served()
+        assert advertised(resp) == ADVERTISED
+
+
+def test_each_api_is_flexible_from_its_pinned_version() -> None:
+    """The codec reads and writes the flexible encoding (compact fields, tagged fields, header v2)
+    exactly from the pinned version on, for every API."""
+    encodings = {key: [REGISTRY[key].flexible(v) for v in range(low, high + 1)] for key, (low, high, _flex) in API_VERSIONS.items()}
+    assert encodings == {
+        key: [first is not None and v >= first for v in range(low, high + 1)] for key, (low, high, first) in API_VERSIONS.items()
+    }
 
 
 async def test_api_versions_records_client_software(raw: Any, broker: Broker) -> None:
@@ -51,7 +109,7 @@ async def test_too_new_api_versions_gets_v0_downgrade_answer(raw: Any) -> None:
     assert struct.unpack_from(">i", frame)[0] == 77
     resp = ApiVersionsResponse.decode(frame[4:], version=0)
     assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert sorted((k.api_key, k.min_version, k.max_version) for k in resp.api_keys) == served()
+    assert advertised(resp) == ADVERTISED
 
 
 async def test_metadata_describes_this_node(raw: Any, broker: Broker) -> None:

@@ -1,21 +1,28 @@
 """Spec section 2 for the classic group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup): GE-1..GE-6.
 
-kaflet is one broker that hosts every shard, so a shard is "loading" only for moments after
-start and is never hosted elsewhere. To route requests to a loading, unhosted or stopped
-coordinator the tests set the in-process broker's shard state (or the service's active flag),
-the conditions GE-1 is about, and restore it afterwards. GE-7 (ACLs) does not apply: kaflet
-has no authorizer.
+GE-1's conditions are reached for real, never set by hand:
+- a shard LOADING: a stable group's coordinator restarts behind ~96 MB of an earlier
+  `__consumer_offsets` partition (offsets_log.write_ballast), so requests sent on connect reach
+  its shard while it loads; a DescribeGroups sent last in the same pipeline proves it;
+- a shard not hosted: `__consumer_offsets` deleted (DeleteTopics), so every shard resigns, as
+  Kafka's coordinator does when it loses its partitions;
+- the coordinator not active: the broker stops while the requests, held by a chaos delay rule
+  before their handlers run, are still in flight (a stopping broker answers what is in flight).
+GE-7 (ACLs) does not apply: kaflet has no authorizer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import asyncio
+import shutil
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kafka.protocol.admin import DeleteTopicsRequest
 
-from broker.coordinator.shard import ShardState
+from broker import Broker
+from tests.support import groups as g
 from tests.support.classic import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
@@ -25,76 +32,150 @@ from tests.support.classic import (
     LONG_MS,
     NONE,
     NOT_COORDINATOR,
+    UNKNOWN_MEMBER_ID,
     GroupEnv,
     Member,
     fail_writes,
     settle,
     stable_group,
 )
+from tests.support.coordinator import groups_on_partition, serving, wait_ready
 from tests.support.groups import leave
+from tests.support.offsets_log import write_ballast
+from tests.support.raw_client import RawClient
+from tests.support.waiting import async_wait_until
+
+SESSION_MS = 60_000  # outlives the load: the member is still there afterwards
 
 
-@contextmanager
-def shard_state(env: GroupEnv, group: str, state: ShardState) -> Iterator[None]:
-    shard = env.broker.coordinator.shards[env.broker.coordinator.partition_for(group)]
-    saved = shard.state
-    shard.state = state
-    try:
-        yield
-    finally:
-        shard.state = saved
+@pytest.fixture
+def discard_data(make_config: Callable[..., Any]) -> Iterator[None]:
+    """Remove the (large) data dir after the test instead of leaving it to pytest's tmp retention."""
+    yield
+    shutil.rmtree(make_config().data_dir, ignore_errors=True)
 
 
-@contextmanager
-def coordinator_inactive(env: GroupEnv) -> Iterator[None]:
-    env.broker.coordinator.active = False
-    try:
-        yield
-    finally:
-        env.broker.coordinator.active = True
+def member_requests(m: Member) -> dict[str, Any]:
+    """JoinGroup, SyncGroup, Heartbeat and LeaveGroup (v5 and v0) of member `m`, as it would send them."""
+    leave_request = g.LeaveGroupRequest
+    return {
+        "join": m.join_request(),
+        "sync": m.sync_request(),
+        "heartbeat": g.HeartbeatRequest[4](group_id=m.group, generation_id=m.generation, member_id=m.member_id, group_instance_id=None),
+        "leave": leave_request[5](
+            group_id=m.group, members=[leave_request.MemberIdentity(member_id=m.member_id, group_instance_id=None, reason=None)]
+        ),
+        "leave_v0": leave_request[0](group_id=m.group, member_id=m.member_id),
+    }
 
 
-async def four_requests(m: Member) -> dict[str, Any]:
-    """JoinGroup, SyncGroup, Heartbeat and LeaveGroup (v3+ and v0) of member `m`."""
-    join = await settle(await m.send_join())
-    sync = await m.sync()
-    hb = await m.heartbeat()
-    leave_v5 = await m.leave(version=5)
-    leave_v0 = await m.leave(version=0)
-    return {"join": join, "sync": sync, "heartbeat": hb, "leave": leave_v5, "leave_v0": leave_v0}
-
-
-# GE-1 expectations: (error, JoinGroup MemberId). GCS answers an inactive service with the request's
-# MemberId; routing errors go through handleOperationException, whose JoinGroup response has MemberId "".
-GE_1_CASES = {
-    "loading": (lambda env: shard_state(env, "g", ShardState.LOADING), COORDINATOR_LOAD_IN_PROGRESS, ""),
-    "not hosted": (lambda env: shard_state(env, "g", ShardState.UNLOADED), NOT_COORDINATOR, ""),
-    "service not started": (coordinator_inactive, COORDINATOR_NOT_AVAILABLE, None),
-}
-
-
-@pytest.mark.parametrize("case", list(GE_1_CASES))
-async def test_GE_1_shard_state(env: GroupEnv, case: str) -> None:
-    condition, error, join_member_id = GE_1_CASES[case]
-    (m,) = await stable_group(env, "g", 1)
-    with condition(env):
-        got = await four_requests(m)
+def check_member_answers(got: dict[str, Any], error: int, join_member_id: str) -> None:
     join = got["join"]
     assert (join.error_code, join.generation_id, join.leader, join.members, join.protocol_name) == (error, -1, "", [], None)
+    assert join.member_id == join_member_id
     assert (got["sync"].error_code, bytes(got["sync"].assignment)) == (error, b"")
     # GE-2: while the shard loads, a heartbeat is blindly answered NONE.
-    assert got["heartbeat"] == (NONE if error == COORDINATOR_LOAD_IN_PROGRESS else error)
+    assert got["heartbeat"].error_code == (NONE if error == COORDINATOR_LOAD_IN_PROGRESS else error)
     assert (got["leave"].error_code, got["leave"].members) == (error, [])
     assert got["leave_v0"].error_code == error
-    assert await m.heartbeat() == NONE  # nothing changed meanwhile
-    assert join.member_id == (m.member_id if join_member_id is None else join_member_id)
 
 
-async def test_GE_2_HB_3_heartbeat_while_loading_is_none(env: GroupEnv) -> None:
-    m = env.member("g")
-    with shard_state(env, "g", ShardState.LOADING):
-        for version in range(5):
-            assert await m.heartbeat(member_id="anyone", generation=7, version=version) == NONE
+async def pipelined(client: RawClient, requests: dict[str, Any]) -> dict[str, Any]:
+    """Every request written at once on one connection; the answers, which come in order."""
+    futures = {name: client.send(req) for name, req in requests.items()}
+    return {name: await asyncio.wait_for(f, 30) for name, f in futures.items()}
+
+
+# -- GE-1, GE-2, GE-5: a loading shard ----------------------------------------------------------------
+
+
+async def test_GE_1_GE_2_GE_5_loading_shard(make_config: Callable[..., Any], discard_data: None) -> None:
+    (group,) = groups_on_partition(4, 5, 1, "ge1-loading")  # loaded after partition 0 and its ballast
+    async with serving(make_config()) as served:
+        await served.ready()
+        (m,) = await stable_group(GroupEnv(served.broker, served.connect), group, 1, session_ms=SESSION_MS)
+        write_ballast(served.broker, 0)
+    async with serving(make_config()) as served:
+        env = GroupEnv(served.broker, served.connect)
+        again = env.member(group, session_ms=SESSION_MS)
+        again.member_id, again.generation, again.protocol_name = m.member_id, m.generation, m.protocol_name
+        requests = member_requests(again)
+        # GE-2 / HB-3: every Heartbeat version, from anyone, is NONE while the shard loads.
+        for v in range(5):
+            requests[f"heartbeat-v{v}"] = g.HeartbeatRequest[v](
+                group_id=group, generation_id=7, member_id="anyone", **({"group_instance_id": None} if v >= 3 else {})
+            )
+        # GE-5: the session timeout is checked before routing (INVALID_SESSION_TIMEOUT, not loading).
+        requests["join-bad-session"] = again.join_request("x", session_timeout_ms=1)
+        requests["join-stranger"] = again.join_request("x", session_timeout_ms=SESSION_MS)
+        requests["describe"] = g.DescribeGroupsRequest[5](groups=[group], include_authorized_operations=False)  # last: proves it
+        client = await served.connect()
+        got = await pipelined(client, requests)
+        assert got["describe"].groups[0].error_code == COORDINATOR_LOAD_IN_PROGRESS
+        check_member_answers(got, COORDINATOR_LOAD_IN_PROGRESS, "")
+        assert [got[f"heartbeat-v{v}"].error_code for v in range(5)] == [NONE] * 5
+        assert got["join-bad-session"].error_code == INVALID_SESSION_TIMEOUT
+        assert got["join-stranger"].error_code == COORDINATOR_LOAD_IN_PROGRESS
+        # Once loaded, nothing changed meanwhile: the member is still in its generation.
+        await wait_ready(client)
+        hb = await g.heartbeat(client, group, m.member_id, m.generation)
+        assert hb.error_code == NONE
+        # ...and the heartbeat from a stranger, answered NONE while loading, is now judged.
+        assert (await g.heartbeat(client, group, "anyone", 7)).error_code != NONE
+
+
+# -- GE-1: a shard not hosted -------------------------------------------------------------------------
+
+
+async def test_GE_1_shard_not_hosted(env: GroupEnv) -> None:
+    (m,) = await stable_group(env, "g", 1)
+    deleted = await (await env.ctl()).request(
+        DeleteTopicsRequest[6](topics=[DeleteTopicsRequest.DeleteTopicState(name="__consumer_offsets", topic_id=None)], timeout_ms=10_000)
+    )
+    assert [t.error_code for t in deleted.responses] == [NONE]
+    got = await pipelined(await env.connect("consumer"), member_requests(m))
+    # Routing errors go through handleOperationException, whose JoinGroup response has MemberId "".
+    check_member_answers(got, NOT_COORDINATOR, "")
+
+
+# -- GE-1, GE-5: the coordinator not active -----------------------------------------------------------
+
+
+async def test_GE_1_GE_5_coordinator_not_active(make_config: Callable[..., Any]) -> None:
+    broker = Broker(make_config())
+    await broker.start()
+    clients: list[RawClient] = []
+
+    async def connect(client_id: str | None = "raw-client") -> RawClient:
+        clients.append(await RawClient.connect(broker.bootstrap, client_id))
+        return clients[-1]
+
+    try:
+        env = GroupEnv(broker, connect)
+        await wait_ready(await env.ctl())
+        (m,) = await stable_group(env, "g", 1)
+        requests = member_requests(m)
+        # GE-5: SyncGroup v5's mandatory fields are checked by the API layer, before the coordinator.
+        requests["sync-no-protocol-type"] = m.sync_request(member_id="x", generation=1, protocol_type=None)
+        requests["join-stranger"] = m.join_request("x", session_timeout_ms=1)  # active is checked before the session timeout
+        # Each request on a connection of its own, held 3 s before its handler runs.
+        rule = broker.faults.add(client_id="held", delay_ms=3000, count=None)
+        futures = {}
+        for name, req in requests.items():
+            futures[name] = (await connect("held")).send(req)
+        await async_wait_until(lambda: rule.hits == len(requests), message="every request held")
+        stopping = asyncio.get_running_loop().create_task(broker.stop())
+        await async_wait_until(lambda: not broker.coordinator.active, message="the coordinator stopped")
+        got = {name: await asyncio.wait_for(f, 30) for name, f in futures.items()}
+        await stopping
+    finally:
+        for c in clients:
+            await c.close()
+        await broker.stop()
+    # The coordinator service answers an inactive service with the request's MemberId.
+    check_member_answers(got, COORDINATOR_NOT_AVAILABLE, m.member_id)
+    assert got["sync-no-protocol-type"].error_code == INCONSISTENT_GROUP_PROTOCOL
+    assert got["join-stranger"].error_code == COORDINATOR_NOT_AVAILABLE
 
 
 async def test_GE_3_storage_error_maps_to_not_coordinator(env: GroupEnv) -> None:
@@ -120,21 +201,16 @@ async def test_GE_4_empty_group_id_is_invalid(env: GroupEnv, version: int) -> No
 
 
 async def test_GE_5_check_order(env: GroupEnv) -> None:
-    """API-layer checks, then coordinator active, then group id, then stateless checks (session
-    timeout), then shard routing, then group logic."""
+    """API-layer checks, then coordinator active (test_GE_1_GE_5_coordinator_not_active), then group
+    id, then stateless checks (session timeout), then shard routing (test_GE_1_GE_2_GE_5_loading_shard),
+    then group logic."""
     m = env.member("", session_ms=1)
-    with coordinator_inactive(env):
-        # SyncGroup v5's mandatory fields are checked by the API layer, before anything else.
-        assert (await m.sync(member_id="x", generation=1, protocol_type=None)).error_code == INCONSISTENT_GROUP_PROTOCOL
-        assert (await settle(await m.send_join("x"))).error_code == COORDINATOR_NOT_AVAILABLE
-        assert await m.heartbeat(member_id="x", generation=1) == COORDINATOR_NOT_AVAILABLE
     # Group id before the session timeout.
     assert (await settle(await m.send_join("x"))).error_code == INVALID_GROUP_ID
     m.group = "g"
-    with shard_state(env, "g", ShardState.LOADING):
-        # Session timeout before routing; routing before the group logic (unknown member).
-        assert (await settle(await m.send_join("x"))).error_code == INVALID_SESSION_TIMEOUT
-        assert (await settle(await m.send_join("x", session_timeout_ms=1000))).error_code == COORDINATOR_LOAD_IN_PROGRESS
+    assert (await settle(await m.send_join("x"))).error_code == INVALID_SESSION_TIMEOUT
+    # Session timeout valid: the group logic judges the unknown member id.
+    assert (await settle(await m.send_join("x", session_timeout_ms=1000))).error_code == UNKNOWN_MEMBER_ID
 
 
 async def test_GE_6_failed_write_reverts_its_in_memory_effects(env: GroupEnv) -> None:

@@ -136,7 +136,9 @@ async def test_kd_1_describe(broker: Broker, raw: Any) -> None:
     assert [x.group_id for x in resp.groups] == ["g", "", "nope"]
     d, empty, missing = resp.groups
     assert (d.error_code, d.group_state, d.assignor_name) == (NONE, "Stable", "uniform")
-    assert d.authorized_operations != INT32_MIN
+    # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: every GROUP operation (no authorizer).
+    assert d.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+    assert (empty.authorized_operations, missing.authorized_operations) == (INT32_MIN, INT32_MIN)  # errors: none
     by_id = {m.member_id: m for m in d.members}
     for m in members:
         dm = by_id[m.member_id]
