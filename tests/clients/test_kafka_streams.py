@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from broker.embed import BrokerProcess
-from tests.support.streams_apps import ScenarioResult, StreamsScenario
+from tests.support.streams_apps import AppSpec, ScenarioResult, StreamsInstance, StreamsScenario, create_topics
 
 # Two scenarios of about a minute each, on a loaded machine up to several.
 pytestmark = pytest.mark.timeout(900)
@@ -150,3 +150,19 @@ def _shape(final: dict[str, dict[str, list[str]]]) -> list[list[tuple[str, ...]]
             per_instance.append(tuple(sorted(renamed)))
         shape.append(sorted(per_instance))
     return shape
+
+
+def test_streams_group_protocol_is_refused_as_unsupported(tmp_path: Path) -> None:
+    """The same driver with group.protocol=streams (KIP-1071): kaflet does not advertise
+    StreamsGroupHeartbeat, so the client fails the app at once with its own "the cluster does not
+    support the STREAMS group protocol" rather than hanging or misbehaving."""
+    with BrokerProcess(tmp_path / "data") as kaflet:
+        create_topics(kaflet.bootstrap, ["p-wc-input", "p-s-wc-output"], 3)
+        app = AppSpec("s", "p-s", "at_least_once", "streams", inputs="p", outputs="p-s", topologies=("wordcount",))
+        inst = StreamsInstance("s0", kaflet.bootstrap, tmp_path, [app]).start()
+        try:
+            inst.wait_for(lambda r: r.get("event") == "state" and r.get("to") == "ERROR", 60)
+            (error,) = inst.errors()
+            assert "does not support the STREAMS group protocol" in error["error"], error["error"][:2000]
+        finally:
+            inst.stop()
