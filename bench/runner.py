@@ -37,6 +37,7 @@ BENCHMARKS = [
     "cluster",
     "fuzz",
     "spark",
+    "streams",
 ]
 
 RESULTS_DIR = Path(__file__).parent / "results"

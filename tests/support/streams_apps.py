@@ -99,8 +99,10 @@ class StreamsInstance(JsonLineTail):
         settings: dict[str, str] | None = None,
         jvm_options: Iterable[str] = LEAN_JVM,
         process_id: str | None = None,
+        hold: bool = False,
     ) -> None:
         super().__init__()
+        self.hold = hold  # start only on `go()`, once built
         self.name = name
         self.bootstrap = bootstrap
         self.dir = work_dir / name
@@ -127,7 +129,7 @@ class StreamsInstance(JsonLineTail):
             cmd += ["--app", app.arg()]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
-        return cmd
+        return cmd + (["--hold"] if self.hold else [])
 
     @property
     def stderr_path(self) -> Path:
@@ -148,6 +150,11 @@ class StreamsInstance(JsonLineTail):
         assert self.proc.stdout is not None
         self._start_pump(self.proc.stdout)
         return self
+
+    def go(self, timeout: float = 60.0) -> None:
+        """With `hold`: once the JVM has built its apps, start them."""
+        self.wait_for(lambda r: r.get("event") == "ready", timeout)
+        self.send("start")
 
     @property
     def alive(self) -> bool:

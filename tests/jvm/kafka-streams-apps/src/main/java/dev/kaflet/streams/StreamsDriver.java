@@ -31,11 +31,12 @@ import org.apache.kafka.streams.state.BuiltInDslStoreSuppliers;
  *               --app name=N,id=APPLICATION_ID,guarantee=at_least_once|exactly_once_v2,
  *                     protocol=classic|streams,in=INPUT_PREFIX,out=OUTPUT_PREFIX,
  *                     topologies=wordcount+join+windowed[,store=in_memory|rocksdb][,KEY=VALUE...]
- *               [--app ...] [--set KEY=VALUE ...]
+ *               [--app ...] [--set KEY=VALUE ...] [--hold]
  * </pre>
  *
  * Every application is one {@link KafkaStreams} with its own application id (one consumer group),
- * started as soon as all are built. {@code --set} adds a Streams (or client) config to every
+ * started as soon as all are built; with {@code --hold}, built, then {@code ready} is printed and
+ * they start on the command {@code start} (so that several instances start at the same moment). {@code --set} adds a Streams (or client) config to every
  * application, an app's own KEY=VALUE to that one.
  *
  * <p>Out, one JSON object a line: {@code start} (per app, when start() is called), {@code state}
@@ -54,6 +55,7 @@ public final class StreamsDriver {
   public static void main(String[] args) throws Exception {
     String bootstrap = null;
     String stateDir = null;
+    boolean hold = false;
     List<Map<String, String>> specs = new ArrayList<>();
     Map<String, String> common = new LinkedHashMap<>();
     for (int i = 0; i < args.length; i++) {
@@ -63,6 +65,10 @@ public final class StreamsDriver {
         case "--state-dir" -> stateDir = value;
         case "--app" -> specs.add(pairs(value, ","));
         case "--set" -> common.putAll(pairs(value, "\u0000"));
+        case "--hold" -> {
+          hold = true;
+          i--; // no value
+        }
         default -> throw new IllegalArgumentException("unknown argument " + args[i]);
       }
       i++;
@@ -74,16 +80,19 @@ public final class StreamsDriver {
     for (Map<String, String> spec : specs) {
       apps.add(build(spec, bootstrap, stateDir, common));
     }
-    for (App app : apps) {
-      emit("{\"event\":\"start\",\"app\":" + q(app.name) + ",\"at\":" + System.currentTimeMillis() + "}");
-      app.startNanos[0] = System.nanoTime();
-      app.streams.start();
+    if (hold) {
+      emit("{\"event\":\"ready\"}");
+    } else {
+      start(apps);
     }
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     String line;
     while ((line = in.readLine()) != null) {
       String command = line.trim();
-      if (command.equals("tasks")) {
+      if (command.equals("start") && hold) {
+        hold = false;
+        start(apps);
+      } else if (command.equals("tasks")) {
         for (App app : apps) {
           emit("{\"event\":\"tasks\",\"app\":" + q(app.name) + ",\"state\":" + q(app.streams.state().name()) + tasks(app.streams) + "}");
         }
@@ -105,6 +114,14 @@ public final class StreamsDriver {
       }
     }
     Runtime.getRuntime().halt(3); // the suite is gone: no orderly shutdown to wait for
+  }
+
+  private static void start(List<App> apps) {
+    for (App app : apps) {
+      emit("{\"event\":\"start\",\"app\":" + q(app.name) + ",\"at\":" + System.currentTimeMillis() + "}");
+      app.startNanos[0] = System.nanoTime();
+      app.streams.start();
+    }
   }
 
   private static App build(Map<String, String> spec, String bootstrap, String stateDir, Map<String, String> common) {
