@@ -39,6 +39,7 @@ BENCHMARKS = [
     "security",
     "spark",
     "kafka",
+    "streams",
 ]
 
 RESULTS_DIR = Path(__file__).parent / "results"

@@ -268,7 +268,7 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         if files:
             ctx.conn.files_in_response()
         return encode_response(version, 0, topics, read_committed)
-    return _park(ctx, version, topics, max_bytes, request.min_bytes - total, request.max_wait_ms, read_committed, ranges)
+    return _park(ctx, version, topics, max_bytes, request.min_bytes, total, request.max_wait_ms, read_committed, ranges)
 
 
 async def _park(
@@ -276,7 +276,8 @@ async def _park(
     version: int,
     topics: list[_Topic],
     max_bytes: int,
-    needed: int,
+    min_bytes: int,
+    total: int,
     max_wait_ms: int,
     read_committed: bool,
     ranges: bool,
@@ -284,14 +285,39 @@ async def _park(
     broker = ctx.broker
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
+    needed = min_bytes - total
     got = [0]
+    logs = {id(p.log): p.log for t in topics for p in t.partitions if p.log is not None}
+    # read_committed: only what lies below the last stable offset counts, as in Kafka's
+    # DelayedFetch (its end offset is the LSO): records appended inside an open transaction do
+    # not answer the fetch; the marker that moves the LSO past them does, once enough is readable.
+    stable = [tuple(log.last_stable_offset for log in logs.values())]
+    checking = [False]
+
+    def check_stable() -> None:
+        checking[0] = False
+        if done.done():
+            return
+        now = tuple(log.last_stable_offset for log in logs.values())
+        if now != stable[0]:
+            stable[0] = now
+            if _read(topics, max_bytes, True, ranges)[0] >= min_bytes:
+                done.set_result(None)
 
     def on_append(size: int) -> None:
-        got[0] += size
-        if (size == 0 or got[0] >= needed) and not done.done():
+        if done.done():
+            return
+        if size == 0:  # the log closed (its topic deleted, the broker stopping)
             done.set_result(None)
+        elif read_committed:
+            if not checking[0]:  # once per loop turn, outside the append that woke it
+                checking[0] = True
+                loop.call_soon(check_stable)
+        else:
+            got[0] += size
+            if got[0] >= needed:
+                done.set_result(None)
 
-    logs = {id(p.log): p.log for t in topics for p in t.partitions if p.log is not None}
     for log in logs.values():
         assert log is not None
         log.add_waiter(on_append)

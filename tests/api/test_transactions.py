@@ -4,6 +4,7 @@ ListOffsets, `__transaction_state` in Kafka's record formats, restarts, timeouts
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -221,6 +222,35 @@ async def test_read_committed_stops_at_the_last_stable_offset(broker: Broker, ra
     assert [tuple(e) for e in seg.txn_index.entries] == [(p.pid, 2, 5, 6)]  # the LSO once it completed
     raw_index = seg.txn_index.path.read_bytes()
     assert raw_index == ENTRY.pack(0, p.pid, 2, 5, 6)
+
+
+async def test_a_parked_read_committed_fetch_waits_for_the_last_stable_offset(broker: Broker, raw: Callable[..., Any]) -> None:
+    """Kafka's DelayedFetch counts, for read_committed, only the bytes below the last stable
+    offset: records appended inside an open transaction leave the fetch parked (Kafka 4.4 held
+    it its whole max_wait, 3 s here); the commit marker answers it at once, with the records."""
+    broker.topics.create("t", 1)
+    client: RawClient = await raw()
+    consumer: RawClient = await raw()
+    p = await producer(broker, client, "tx-park")
+    await p.add({"t": [0]})
+    await p.produce("t", 0, 1, value=b"first")
+    pending = consumer.send(d.fetch([("t", 0, 0)], max_wait_ms=3000, min_bytes=1, isolation_level=1))
+    await p.produce("t", 0, 2, value=b"more")  # inside the open transaction: nothing is stable
+    await p.produce("t", 0, 1, value=b"still")
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(pending), 0.3)
+    assert await p.end(commit=True) == 0
+    part = (await asyncio.wait_for(pending, 2.0)).responses[0].partitions[0]
+    assert committed_values(part) == [b"first", b"more", b"more", b"still"] and part.last_stable_offset == 5
+    # An abort answers it too: the marker moves the LSO past what the consumer must skip.
+    await p.add({"t": [0]})
+    await p.produce("t", 0, 1, value=b"dropped")
+    pending = consumer.send(d.fetch([("t", 0, 5)], max_wait_ms=3000, min_bytes=1, isolation_level=1))
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(pending), 0.3)
+    assert await p.end(commit=False) == 0
+    part = (await asyncio.wait_for(pending, 2.0)).responses[0].partitions[0]
+    assert committed_values(part) == [] and part.last_stable_offset == 7
 
 
 async def test_state_and_indexes_survive_a_restart(make_config: Callable[..., Config]) -> None:
