@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.clock import Clock
 from broker.config import Config
-from broker.connection import KafkaConnection
-from broker.datadir import DataDir
-from broker.dynamic.broker_configs import DynamicBrokerConfigs
-from broker.faults import FaultInjector
-from broker.log_config import log_config
+from broker.config.dynamic_configs import DynamicBrokerConfigs
+from broker.config.log_config import log_config
+from broker.network.connection import KafkaConnection
+from broker.network.faults import FaultInjector
 from broker.network.limits import ConnectionLimits
-from broker.producer_ids import ProducerIdManager
-from broker.topics import TopicManager
+from broker.node.clock import Clock
+from broker.node.datadir import DataDir
+from broker.topics.catalog import TopicManager
+from broker.txn.producer_ids import ProducerIdManager
 from protocol import compiled
 from protocol.errors import ErrorCode
 from storage.manager import LogManager
@@ -160,7 +160,7 @@ class Broker:
         self.logs.subscribe(self.topics)
         self.faults.bind_storage(self.logs.set_write_check)
         await self.logs.start()
-        from broker.coordinator.group_configs import GroupConfigs
+        from broker.config.group_configs import GroupConfigs
         from broker.coordinator.service import GroupCoordinator
 
         self.coordinator = GroupCoordinator(self)

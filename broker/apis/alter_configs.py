@@ -30,16 +30,16 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from broker import topic_configs
 from broker.apis.describe_configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, _broker_id, _ResourceError
-from broker.config_types import ConfigError, ConfigType, parse, render
-from broker.context import RequestContext
-from broker.coordinator.errors import CoordinatorError, map_append_error
-from broker.coordinator.group_configs import GROUP_ACTIONS
-from broker.coordinator.group_configs import definitions as group_definitions
-from broker.dynamic import broker_configs as dynamic
-from broker.registry import api
-from broker.topics import name_error
+from broker.config import dynamic_configs as dynamic
+from broker.config import topic_configs
+from broker.config.group_configs import GROUP_ACTIONS
+from broker.config.group_configs import definitions as group_definitions
+from broker.config.types import ConfigError, ConfigType, parse, render
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.runtime.errors import CoordinatorError, map_append_error
+from broker.topics.catalog import name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 

@@ -6,8 +6,8 @@ import re
 from functools import cache
 from typing import Any
 
-from broker.context import RequestContext
-from broker.registry import api, served
+from broker.network.context import RequestContext
+from broker.network.registry import api, served
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 

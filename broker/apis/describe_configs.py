@@ -22,11 +22,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from broker import broker_configs, topic_configs
-from broker.config_types import ConfigEntry, ConfigSource, ConfigType
-from broker.context import RequestContext
-from broker.registry import api
-from broker.topics import name_error
+from broker.config import broker_configs, topic_configs
+from broker.config.types import ConfigEntry, ConfigSource, ConfigType
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.topics.catalog import name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 

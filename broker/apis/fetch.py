@@ -36,8 +36,8 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.context import RequestContext
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from protocol.apis import ApiKey
 from protocol.encode import I16, I32, I64, NO_TAGS, array_len, bytes_len, string
 from protocol.errors import ErrorCode

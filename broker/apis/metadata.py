@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.context import RequestContext
-from broker.registry import api
-from broker.topics import INTERNAL_TOPICS, Topic, name_error
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.topics.catalog import INTERNAL_TOPICS, Topic, name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from broker.context import RequestContext
-from broker.coordinator.errors import AppendsFailed, CoordinatorError, map_append_error
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.runtime.errors import AppendsFailed, CoordinatorError, map_append_error
 from protocol import commit_codec
 from protocol.apis import ApiKey
 from protocol.commit_codec import CommitPartition, CommitRequest

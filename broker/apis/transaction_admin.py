@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from broker.context import RequestContext
-from broker.coordinator.errors import CoordinatorError
 from broker.coordinator.shard import ShardState
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.runtime.errors import CoordinatorError
 from broker.txn.metadata import STATE_NAMES, STATES_BY_NAME, TxnState
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode

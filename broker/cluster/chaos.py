@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker import faults as faults_mod
-from broker.faults import ErrorStack, Fault, Hole
+from broker.network import faults as faults_mod
+from broker.network.faults import ErrorStack, Fault, Hole
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 

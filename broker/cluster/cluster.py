@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.coordinator.errors import CoordinatorError
+from broker.runtime.errors import CoordinatorError
 from broker.server import Broker, host_port, serve_until_signalled
 from protocol.errors import ErrorCode
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState, JoinResult, Protocols, SyncResult
-from broker.coordinator.errors import CoordinatorError, map_append_error
+from broker.runtime.errors import CoordinatorError, map_append_error
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.classic import ClassicGroup
-from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.internal_topic import ensure_internal_topic, load_in_turn
 from broker.coordinator.shard import CoordinatorShard, ShardState
-from broker.coordinator.turn import CommitTurn
-from broker.topics import OFFSETS_TOPIC, Topic
+from broker.runtime.errors import CoordinatorError
+from broker.runtime.internal_topic import ensure_internal_topic, load_in_turn
+from broker.runtime.turn import CommitTurn
+from broker.topics.catalog import OFFSETS_TOPIC, Topic
 from protocol.errors import ErrorCode
 from protocol.javahash import partition_for
 
@@ -79,7 +79,7 @@ class GroupCoordinator:
         self._create_shards()
 
     def _create_shards(self) -> None:
-        from broker.topic_configs import effective_configs
+        from broker.config.topic_configs import effective_configs
 
         topic = ensure_internal_topic(
             self.broker.topics,

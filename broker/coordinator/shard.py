@@ -23,10 +23,10 @@ import structlog
 from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState
 from broker.coordinator.consumer.group import ConsumerGroup
 from broker.coordinator.consumer.manager import ConsumerGroupManager
-from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.loader import batch_records, records_of
 from broker.coordinator.offsets import OffsetStore
-from broker.coordinator.timers import Timers
+from broker.runtime.errors import CoordinatorError
+from broker.runtime.loader import batch_records, records_of
+from broker.runtime.timer import Timers
 from protocol import records as rec
 from protocol.commit_codec import CommitPartition
 from protocol.compiled import speedups

@@ -46,7 +46,7 @@ from prometheus_client.registry import Collector
 from broker.coordinator.classic import GroupState
 from broker.metrics.requests import error_name
 from broker.metrics.stats import REQUEST_BUCKETS, Histogram
-from broker.registry import REGISTRY
+from broker.network.registry import REGISTRY
 from protocol.apis import message_name
 
 if TYPE_CHECKING:

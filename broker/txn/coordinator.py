@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.internal_topic import ensure_internal_topic, load_in_turn
 from broker.coordinator.shard import ShardState
-from broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic
+from broker.runtime.errors import CoordinatorError
+from broker.runtime.internal_topic import ensure_internal_topic, load_in_turn
+from broker.topics.catalog import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic
 from broker.txn.metadata import (
     COMPLETED,
     MAX_EPOCH,

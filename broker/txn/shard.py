@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.loader import batch_records
 from broker.coordinator.shard import ShardState
-from broker.coordinator.timers import Timers
+from broker.runtime.errors import CoordinatorError
+from broker.runtime.loader import batch_records
+from broker.runtime.timer import Timers
 from broker.txn.metadata import TxnMetadata
 from protocol import records as rec
 from protocol.errors import ErrorCode

@@ -18,8 +18,9 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataRequest
 
-from broker import Broker, Config, connection
-from broker.connection import _DIRECT_AT, KafkaConnection
+from broker import Broker, Config
+from broker.network import connection
+from broker.network.connection import _DIRECT_AT, KafkaConnection
 from protocol import records as r
 from protocol.apis import MESSAGE_CLASSES, ApiKey
 from tests.support import data as d

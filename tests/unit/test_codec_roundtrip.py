@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
 
 import broker.apis  # noqa: F401  (registers every API)
-from broker.registry import REGISTRY
+from broker.network.registry import REGISTRY
 from tests.support.schema_strategies import message
 
 CASES = [

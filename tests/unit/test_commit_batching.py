@@ -10,7 +10,7 @@ from typing import Any
 from kafka.protocol.consumer import OffsetCommitResponse
 
 from broker import Broker
-from broker.coordinator.errors import AppendsFailed
+from broker.runtime.errors import AppendsFailed
 from protocol import records as rec
 from protocol.errors import ErrorCode
 from tests.support import groups as g

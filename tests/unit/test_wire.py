@@ -9,7 +9,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 
 from broker import Broker
-from broker.registry import served
+from broker.network.registry import served
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 

@@ -46,7 +46,7 @@ from broker.coordinator.consumer.lag import MODES as LAG_MODES
 from broker.coordinator.consumer.lag import lag_function
 from broker.coordinator.consumer.migration import Migration
 from broker.coordinator.consumer.reconcile import next_assignment
-from broker.coordinator.errors import CoordinatorError
+from broker.runtime.errors import CoordinatorError
 from protocol.errors import ErrorCode
 from storage import offsets_records as orec
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.config import Config
-from broker.config_types import (
+from broker.config.types import (
     LONG_MAX,
     AtLeast,
     Between,
@@ -37,7 +37,7 @@ from broker.config_types import (
 )
 
 if TYPE_CHECKING:
-    from broker.topics import Topic
+    from broker.topics.catalog import Topic
 
 T = ConfigType
 MIB = 1024 * 1024

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.coordinator.errors import AppendsFailed, CoordinatorError
+from broker.runtime.errors import AppendsFailed, CoordinatorError
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

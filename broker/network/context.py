@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 if TYPE_CHECKING:
-    from broker.connection import KafkaConnection
+    from broker.network.connection import KafkaConnection
     from broker.server import Broker
 
 

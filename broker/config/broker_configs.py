@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.config_types import LONG_MAX, ConfigEntry, ConfigSource, ConfigType, Synonym, render
-from broker.topic_configs import TOPIC_CONFIGS, config_default, config_field_changed
+from broker.config.topic_configs import TOPIC_CONFIGS, config_default, config_field_changed
+from broker.config.types import LONG_MAX, ConfigEntry, ConfigSource, ConfigType, Synonym, render
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -123,7 +123,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in (*_OWN, *_serve
 
 def describe(broker: Broker) -> list[ConfigEntry]:
     """Every broker config of this node, sorted by name."""
-    from broker.dynamic.broker_configs import DEFAULT, DYNAMIC, NODE
+    from broker.config.dynamic_configs import DEFAULT, DYNAMIC, NODE
 
     config = broker.config
     dynamic = broker.dynamic_configs
@@ -170,7 +170,7 @@ def describe(broker: Broker) -> list[ConfigEntry]:
 
 def describe_dynamic_defaults(broker: Broker) -> list[ConfigEntry]:
     """The cluster-wide dynamic defaults (resource name ""), as Kafka lists them: only those set."""
-    from broker.dynamic.broker_configs import DEFAULT, DYNAMIC
+    from broker.config.dynamic_configs import DEFAULT, DYNAMIC
 
     entries = []
     for name, value in sorted(broker.dynamic_configs.levels[DEFAULT].items()):

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from broker.config_types import AtLeast, ConfigError, ConfigSource, ConfigType, Validator, parse, render
-from broker.datadir import write_json
-from broker.topic_configs import TOPIC_CONFIGS
+from broker.config.topic_configs import TOPIC_CONFIGS
+from broker.config.types import AtLeast, ConfigError, ConfigSource, ConfigType, Validator, parse, render
+from broker.node.datadir import write_json
 
 if TYPE_CHECKING:
     from broker.server import Broker

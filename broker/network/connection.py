@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker import faults
-from broker.context import RequestContext
-from broker.logging import summarize
-from broker.registry import REGISTRY, ApiSpec
+from broker.network import faults
+from broker.network.context import RequestContext
+from broker.network.registry import REGISTRY, ApiSpec
+from broker.node.logging import summarize
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.header import HeaderError, parse_request_header, peek_api, response_header

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from broker.topics import Topic
+from broker.topics.catalog import Topic
 
 
 class Loadable(Protocol):

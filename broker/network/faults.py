@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.context import RequestContext
+    from broker.network.context import RequestContext
     from broker.server import Broker
 
 

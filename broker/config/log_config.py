@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.topics import OFFSETS_TOPIC
+from broker.topics.catalog import OFFSETS_TOPIC
 from storage.config import LogConfig
 
 if TYPE_CHECKING:
