@@ -55,7 +55,7 @@ class _Answer:
         return _encode_answer(self.ctx.api_version, self.topics, self.limits, codes, _UNKNOWN)
 
     def on_failure(self, exc: Exception) -> bytes | None:
-        """The batch append of this loop turn failed somewhere (broker/coordinator/turn.py)."""
+        """The batch append of this loop turn failed somewhere (broker/runtime/turn.py)."""
         failed = exc.failed.get(self.shard) if isinstance(exc, AppendsFailed) else None
         if failed is None and isinstance(exc, AppendsFailed):
             return None  # this commit's shard appended: its answer stands
@@ -94,7 +94,7 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
         return answer.fill(map_append_error(exc.code))
     if batched:
         # Appended with the other commits of this loop turn, from every connection, before any
-        # of their answers leaves (broker/coordinator/turn.py). If this shard's append fails (a
+        # of their answers leaves (broker/runtime/turn.py). If this shard's append fails (a
         # full disk), the answer becomes the mapped error (GE-3); the shard reloads from its
         # log, so nothing answered with success is lost.
         ctx.conn.before_flush(coordinator.commit_turn, answer.on_failure)

@@ -1,7 +1,7 @@
 """The chaos control layer: every operation that breaks a broker on purpose, one call each.
 
-`broker.chaos` does the operations; the rules themselves live in broker/faults.py (the one place
-errors are injected) and the connection (broker/connection.py) carries them out. Every operation
+`broker.chaos` does the operations; the rules themselves live in broker/network/faults.py (the one place
+errors are injected) and the connection (broker/network/connection.py) carries them out. Every operation
 logs one structured event (`chaos`, with `op` and its parameters) and counts in
 `kaflet_chaos_operations_total{op}`; every injected answer counts in
 `kaflet_chaos_injected_total{kind}`. `apply(op, params)` is the one entry that the HTTP control

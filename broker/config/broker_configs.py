@@ -5,7 +5,7 @@ offsets.topic.num.partitions, log.retention.ms, ...). A value set by the operato
 KAFLET_* variable, i.e. different from kaflet's default) is a STATIC_BROKER_CONFIG, as a
 line in Kafka's server.properties would be; anything else is DEFAULT_CONFIG.
 
-The configs kaflet can change at run time (broker/dynamic/broker_configs.py: the log defaults
+The configs kaflet can change at run time (broker/config/dynamic_configs.py: the log defaults
 and the connection limits) are reported writable (read_only=false), with their dynamic
 source and synonyms; every other one is read-only, since an attempt to change it is refused.
 """

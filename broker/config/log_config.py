@@ -1,7 +1,7 @@
 """A topic's effective log settings: topic configs over the broker's log defaults.
 
 The one place partition logs get their LogConfig. When the admin work's
-`broker.topic_configs.effective_configs(topic, config)` lands, this calls it.
+`broker.config.topic_configs.effective_configs(topic, config)` lands, this calls it.
 """
 
 from __future__ import annotations

@@ -322,7 +322,7 @@ def effective_configs(topic: Topic | Mapping[str, str], config: Config) -> dict[
 
 
 class DynamicLayer(Protocol):
-    """Dynamic broker configs (broker/dynamic/broker_configs.py), as describing needs them."""
+    """Dynamic broker configs (broker/config/dynamic_configs.py), as describing needs them."""
 
     static: dict[str, Any]
 

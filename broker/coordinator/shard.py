@@ -143,7 +143,7 @@ class CoordinatorShard:
 
     def _append_batch(self, batch: bytearray, check_producer: bool = True) -> Any:
         try:
-            return self.log_.append(batch, check_producer=check_producer)  # an armed append fault (broker/faults.py) fails it here
+            return self.log_.append(batch, check_producer=check_producer)  # an armed append fault (broker/network/faults.py) fails it here
         except (OSError, LogError) as exc:
             # A failed disk (KAFKA_STORAGE_ERROR) is answered NOT_COORDINATOR (GE-3).
             log.error("cannot append to __consumer_offsets", partition=self.partition, error=str(exc))
@@ -161,7 +161,7 @@ class CoordinatorShard:
         """Append every enqueued record, in as few batches as max.message.bytes allows; returns
         the number of batches. If the append fails, the shard is reloaded from its log, which
         reverts the effects applied ahead of it (GE-6), the failure is noted for the commit turn
-        (whose waiting answers it turns into errors, broker/coordinator/turn.py) and raised, so
+        (whose waiting answers it turns into errors, broker/runtime/turn.py) and raised, so
         that no response claims success."""
         pending, self._pending = self._pending, []
         if not pending:

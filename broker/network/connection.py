@@ -9,7 +9,7 @@ bounded by --max-request-bytes alone, so a request of any legal size completes (
 it once made any request over the pause threshold hang its connection for good). The limits
 on connections and on request bytes in flight live in broker/network/limits.py.
 
-Chaos (broker/faults.py, broker/cluster/chaos.py) acts here too: a black-holed connection is
+Chaos (broker/network/faults.py, broker/cluster/chaos.py) acts here too: a black-holed connection is
 neither read (its frames wait, unread, in the socket) nor written (its answers are held, as TCP
 would hold unacknowledged bytes) until the hole closes; the broker's injected latency delays
 every response where it is written, in order.
@@ -624,7 +624,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _join_turn(self) -> bool:
         """When all the work behind this burst's answers is a loop turn's (it has `join`, e.g.
-        the commit appends of broker/coordinator/turn.py), the answers wait for the turn to end,
+        the commit appends of broker/runtime/turn.py), the answers wait for the turn to end,
         so that the work of every connection read in this turn is done once."""
         works = self._before_flush
         if not all(hasattr(work, "join") for work in works):

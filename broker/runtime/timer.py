@@ -24,7 +24,7 @@ class Timers:
         self._handles: dict[str, asyncio.TimerHandle] = {}
         self._guard = guard
         self.on_failure = on_failure
-        # Set by the shard: the fault injector's check (broker/faults.py), None when unused.
+        # Set by the shard: the fault injector's check (broker/network/faults.py), None when unused.
         self.before_fire: Callable[[str | None, str], None] | None = None
 
     def schedule(self, key: str, delay_ms: float, callback: Callable[[], Any], *, group: str | None = None) -> None:

@@ -1,4 +1,4 @@
-"""The read side of a connection (broker/connection.py): a request frame decodes whatever pieces
+"""The read side of a connection (broker/network/connection.py): a request frame decodes whatever pieces
 it arrives in; frames of 64 KiB and more are read straight into buffers of their own (a Produce
 is then appended from that buffer without a copy); pipelined requests are answered in order,
 also when a handler parks (an fsync under --fsync always) while more frames queue behind it.

@@ -1,5 +1,5 @@
 """A disk that can be filled to the last byte: a tmpfs mounted with `size=` where the machine
-allows (root, mount permitted), else ENOSPC injected through the storage layer (broker/faults.py).
+allows (root, mount permitted), else ENOSPC injected through the storage layer (broker/network/faults.py).
 
 `Disk.fill()` writes a filler file until the file system refuses even one more byte;
 `Disk.free()` deletes it. With injection, `fill()` arms an append rule failing every partition

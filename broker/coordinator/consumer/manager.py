@@ -117,7 +117,7 @@ class ConsumerGroupManager:
 
     def _group_config(self, group_id: str, name: str) -> int | None:
         """Per-group dynamic configs (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`,
-        set by IncrementalAlterConfigs on the GROUP resource: broker/coordinator/group_configs.py);
+        set by IncrementalAlterConfigs on the GROUP resource: broker/config/group_configs.py);
         None when the group has none, and the broker default applies (KH-11, KH-12)."""
         configs = getattr(self.shard.service, "group_configs", None)
         if configs is None:
