@@ -160,16 +160,7 @@ class Broker:
         self.logs.subscribe(self.topics)
         self.faults.bind_storage(self.logs.set_write_check)
         await self.logs.start()
-        from broker.config.group_configs import GroupConfigs
-        from broker.coordinator.service import GroupCoordinator
-
-        self.coordinator = GroupCoordinator(self)
-        self.coordinator.group_configs = GroupConfigs(self.datadir.path, self.config)
-        self.coordinator.start()
-        from broker.txn.coordinator import TransactionCoordinator
-
-        self.txn = TransactionCoordinator(self)
-        self.txn.start()
+        self._start_coordinators()
         if self.metrics is not None:
             self.metrics.install()
         for server in self._servers:
@@ -190,6 +181,38 @@ class Broker:
             code_path=compiled.PATH,  # "compiled" (protocol/_speedups.c) or "pure-python"
             **({"kafka_defaults": self.config.kafka_defaults_applied()} if self.config.kafka_defaults else {}),
         )
+
+    def _start_coordinators(self) -> None:
+        """The group and transaction coordinators, each on its own coordinator runtime over its
+        internal topic, given the services they use (never this object)."""
+        from broker.config.group_configs import GroupConfigs
+        from broker.config.topic_configs import effective_configs
+        from broker.coordinator.service import GroupCoordinator
+        from broker.runtime.runtime import RuntimeServices
+        from broker.topics.catalog import OFFSETS_TOPIC
+        from broker.txn.coordinator import TransactionCoordinator
+
+        config, faults = self.config, self.faults
+
+        def batch_limit(topic: Any) -> int:  # an internal topic's max.message.bytes
+            return int(effective_configs(topic, config)["max.message.bytes"])
+
+        def before_timer(group_id: str | None, key: str) -> None:  # armed timer faults (broker/network/faults.py)
+            if faults.timer_rules:
+                faults.check_timer(group_id, key)
+
+        services = RuntimeServices(self.topics, self.logs, self.clock, batch_limit, before_timer)
+        self.coordinator = GroupCoordinator(config, services, GroupConfigs(self.datadir.path, config))
+        self.coordinator.start()
+        # Its timers never had the timer faults (they are the groups'); its markers take the disk faults.
+        self.txn = TransactionCoordinator(
+            config,
+            RuntimeServices(self.topics, self.logs, self.clock, batch_limit),
+            producer_ids=self.producer_ids,
+            participants={OFFSETS_TOPIC: self.coordinator.runtime},
+            faults=faults,
+        )
+        self.txn.start()
 
     async def stop(self) -> None:
         """Stop accepting, finish responses in flight, close connections and files."""

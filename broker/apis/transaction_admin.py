@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from broker.coordinator.shard import ShardState
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.runtime.errors import CoordinatorError
@@ -48,7 +47,7 @@ def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     txn = ctx.broker.txn
     if txn is None or not txn.active:
         return _list_error(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if any(s.state is ShardState.LOADING for s in txn.shards):
+    if txn.any_loading():
         return _list_error(request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     wanted: set[TxnState] = set()
     unknown: list[str] = []

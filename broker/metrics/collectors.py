@@ -265,7 +265,7 @@ class KafletCollector(Collector):
         )
         for shard in shards:
             if shard.state.value != "loading":
-                per_shard.add_metric([str(shard.partition)], shard.load_ms / 1000)
+                per_shard.add_metric([str(shard.partition)], shard.context.load_ms / 1000)
         yield per_shard
         total = GaugeMetricFamily(
             "kaflet_coordinator_load_seconds", "Time to load every coordinator shard at start-up (0 until all are loaded)."

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from broker.coordinator.shard import ShardState
+from broker.runtime.shard import ShardState
 from tests.support.classic import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
@@ -36,13 +36,13 @@ from tests.support.groups import leave
 
 @contextmanager
 def shard_state(env: GroupEnv, group: str, state: ShardState) -> Iterator[None]:
-    shard = env.broker.coordinator.shards[env.broker.coordinator.partition_for(group)]
-    saved = shard.state
-    shard.state = state
+    context = env.broker.coordinator.runtime.contexts[env.broker.coordinator.partition_for(group)]
+    saved = context.state
+    context.state = state
     try:
         yield
     finally:
-        shard.state = saved
+        context.state = saved
 
 
 @contextmanager
