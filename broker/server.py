@@ -74,7 +74,7 @@ class Broker:
         self.cluster: Cluster | None = None
         self.headless = False  # a Cluster's state broker: no listener of its own
         self.limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip, config.queued_max_request_bytes)
-        self.dynamic_configs = DynamicBrokerConfigs(self)
+        self.dynamic_configs = DynamicBrokerConfigs(config, self.limits)
         self.debug_requests = config.log_level == "debug"
         self.started_at = 0.0
         self.bound_port = 0
@@ -152,6 +152,9 @@ class Broker:
             compaction_interval_ms=self.config.offsets_compaction_interval_ms,
             page_cache_bytes=self.config.log_page_cache_bytes,
         )
+        logs, topics = self.logs, self.topics
+        # A changed dynamic log default reaches every partition log whose topic does not set it.
+        self.dynamic_configs.on_log_defaults_changed = lambda: [logs.configs_changed(topic) for topic in topics.topics.values()]
         if self.config.verify_on_start:
             self._verify_data()
         self.logs.before_rename = self.faults.check_rename

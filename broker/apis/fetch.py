@@ -46,12 +46,11 @@ from storage.log import LEADER_EPOCH
 from storage.segment import FileRange
 
 if TYPE_CHECKING:
-    from broker.server import Broker
     from storage.log import PartitionLog
 
 _FLEXIBLE_FROM = 12
 _TOPIC_IDS_FROM = 13
-_PARKED: weakref.WeakKeyDictionary[Broker, set[asyncio.Future[None]]] = weakref.WeakKeyDictionary()
+_PARKED: weakref.WeakKeyDictionary[object, set[asyncio.Future[None]]] = weakref.WeakKeyDictionary()  # by node
 _EMPTY = b""
 _BASE_LEN = struct.Struct(">qi")
 
@@ -299,8 +298,8 @@ async def _park(
     return encode_response(version, 0, topics, read_committed)
 
 
-def wake_parked_fetches(broker: Broker) -> None:
-    """At shutdown: parked fetches answer with what they have."""
+def wake_parked_fetches(broker: object) -> None:
+    """At shutdown: the node's parked fetches answer with what they have."""
     for fut in list(_PARKED.get(broker, ())):
         if not fut.done():
             fut.set_result(None)

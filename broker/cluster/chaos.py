@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -32,7 +32,31 @@ from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.config import Config
+
+
+class ClusterControl(Protocol):
+    """The cluster a node belongs to, as chaos reaches it: its state broker, whose control entry
+    takes every node's operations and the moves (broker/cluster/cluster.py)."""
+
+    state: object
+
+    async def apply(self, op: str, params: dict[str, Any]) -> Any: ...
+
+
+class ChaosTarget(Protocol):
+    """One node as chaos breaks it: its connections, its listener, its fault rules."""
+
+    config: Config
+    connections: set[Any]
+    faults: faults_mod.FaultInjector
+    bound_port: int
+    cluster: ClusterControl | None
+
+    def stop_listening(self) -> None: ...
+
+    async def listen_again(self) -> None: ...
+
 
 log = structlog.get_logger("kaflet.chaos")
 
@@ -85,7 +109,7 @@ def _opt_int(value: Any, name: str, minimum: int = 0) -> int | None:
 class Chaos:
     """The chaos operations of one broker (`broker.chaos`). Call on the broker's event loop."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ChaosTarget) -> None:
         self.broker = broker
         self.faults = broker.faults
 

@@ -14,22 +14,39 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.config.topic_configs import TOPIC_CONFIGS, config_default, config_field_changed
 from broker.config.types import LONG_MAX, ConfigEntry, ConfigSource, ConfigType, Synonym, render
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.config import Config
+    from broker.config.dynamic_configs import DynamicBrokerConfigs
 
 T = ConfigType
+
+
+class DescribedBroker(Protocol):
+    """What describing a node's broker configs reads of it: its config, listener, advertised
+    address and dynamic configs."""
+
+    config: Config
+    bound_port: int
+    bound_hosts: list[str]
+    dynamic_configs: DynamicBrokerConfigs
+
+    @property
+    def advertised_host(self) -> str: ...
+
+    @property
+    def advertised_port(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfigDef:
     name: str
     type: ConfigType
-    value: Callable[[Broker], Any]
+    value: Callable[[DescribedBroker], Any]
     doc: str
     # The Config field(s) behind the value; any of them changed makes it a static setting.
     config_fields: tuple[str, ...] = ()
@@ -37,22 +54,22 @@ class BrokerConfigDef:
     default: Any = None
 
 
-def _field(name: str) -> Callable[[Broker], Any]:
+def _field(name: str) -> Callable[[DescribedBroker], Any]:
     return lambda broker: getattr(broker.config, name)
 
 
-def _const(value: Any) -> Callable[[Broker], Any]:
+def _const(value: Any) -> Callable[[DescribedBroker], Any]:
     return lambda _broker: value
 
 
-def _listeners(broker: Broker) -> str:
+def _listeners(broker: DescribedBroker) -> str:
     return (
         ",".join(f"PLAINTEXT://{h}:{broker.bound_port}" for h in broker.bound_hosts)
         or f"PLAINTEXT://{broker.config.host}:{broker.config.port}"
     )
 
 
-def _advertised(broker: Broker) -> str:
+def _advertised(broker: DescribedBroker) -> str:
     return f"PLAINTEXT://{broker.advertised_host}:{broker.advertised_port}"
 
 
@@ -121,7 +138,7 @@ def _server_defaults() -> tuple[BrokerConfigDef, ...]:
 BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in (*_OWN, *_server_defaults())}
 
 
-def describe(broker: Broker) -> list[ConfigEntry]:
+def describe(broker: DescribedBroker) -> list[ConfigEntry]:
     """Every broker config of this node, sorted by name."""
     from broker.config.dynamic_configs import DEFAULT, DYNAMIC, NODE
 
@@ -168,7 +185,7 @@ def describe(broker: Broker) -> list[ConfigEntry]:
     return entries
 
 
-def describe_dynamic_defaults(broker: Broker) -> list[ConfigEntry]:
+def describe_dynamic_defaults(broker: DescribedBroker) -> list[ConfigEntry]:
     """The cluster-wide dynamic defaults (resource name ""), as Kafka lists them: only those set."""
     from broker.config.dynamic_configs import DEFAULT, DYNAMIC
 
@@ -182,7 +199,7 @@ def describe_dynamic_defaults(broker: Broker) -> list[ConfigEntry]:
     return entries
 
 
-def _default_of(definition: BrokerConfigDef, broker: Broker) -> str | None:
+def _default_of(definition: BrokerConfigDef, broker: DescribedBroker) -> str | None:
     """The value this config would have with kaflet's defaults for its Config fields."""
     if len(definition.config_fields) != 1:
         # Derived from several settings (listeners, advertised.listeners): no single default.

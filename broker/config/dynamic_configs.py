@@ -20,16 +20,16 @@ LogConfig values too).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.config.topic_configs import TOPIC_CONFIGS
 from broker.config.types import AtLeast, ConfigError, ConfigSource, ConfigType, Validator, parse, render
 from broker.node.datadir import write_json
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.config import Config
 
 FILE_NAME = "dynamic-broker-configs.json"
 DEFAULT, NODE = "default", "node"
@@ -70,13 +70,23 @@ def validate(configs: Mapping[str, str | None]) -> dict[str, str]:
     return out
 
 
+class ConnectionLimits(Protocol):
+    max_connections: int
+    max_connections_per_ip: int
+
+
 class DynamicBrokerConfigs:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.path = Path(broker.config.data_dir) / FILE_NAME
+    def __init__(self, config: Config, limits: ConnectionLimits) -> None:
+        """`config` is changed in place (dynamic values over static ones); `limits` take the
+        connection limits at once; `on_log_defaults_changed`, set once the partition logs exist,
+        reapplies the log defaults to them."""
+        self.config = config
+        self.limits = limits
+        self.on_log_defaults_changed: Callable[[], None] | None = None
+        self.path = Path(config.data_dir) / FILE_NAME
         self.levels: dict[str, dict[str, str]] = {DEFAULT: {}, NODE: {}}
         # The static value of each Config field a dynamic value overrides.
-        self.static = {f: getattr(broker.config, f) for f in FIELDS}
+        self.static = {f: getattr(config, f) for f in FIELDS}
 
     def load(self, data_dir: Path) -> None:
         """Read the persisted values and apply them (before the logs open)."""
@@ -121,21 +131,18 @@ class DynamicBrokerConfigs:
         self._take_effect()
 
     def _apply_fields(self) -> None:
-        config = self.broker.config
+        config = self.config
         for field_name, name in FIELDS.items():
             raw = self.effective(name)
             _f, kind, _v = DYNAMIC[name]
             setattr(config, field_name, parse(name, raw, kind) if raw is not None else self.static[field_name])
 
     def _take_effect(self) -> None:
-        broker = self.broker
-        config = broker.config
-        broker.limits.max_connections = config.max_connections
-        broker.limits.max_connections_per_ip = config.max_connections_per_ip
-        logs = broker.__dict__.get("logs")
-        if logs is not None:
-            for topic in broker.topics.topics.values():
-                logs.configs_changed(topic)
+        config = self.config
+        self.limits.max_connections = config.max_connections
+        self.limits.max_connections_per_ip = config.max_connections_per_ip
+        if self.on_log_defaults_changed is not None:
+            self.on_log_defaults_changed()
 
     def describe_static(self, field_name: str) -> Any:
         return self.static[field_name]

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from storage.offsets_records import committed_offset
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.metrics.source import MetricsSource
 
 _ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
 
@@ -57,7 +57,7 @@ def _header(out: list[str], name: str, help_text: str) -> None:
     out.append(f"# HELP {name} {help_text}\n# TYPE {name} gauge\n")
 
 
-def render(broker: Broker, group_metrics: bool = True) -> str:
+def render(broker: MetricsSource, group_metrics: bool = True) -> str:
     """The kafka_* families in Prometheus text format 0.0.4."""
     out: list[str] = []
     node = str(broker.config.node_id)
@@ -119,7 +119,7 @@ def render(broker: Broker, group_metrics: bool = True) -> str:
     return "".join(out)
 
 
-def _render_groups(broker: Broker, watermarks: dict[str, list[int | None]], out: list[str]) -> None:
+def _render_groups(broker: MetricsSource, watermarks: dict[str, list[int | None]], out: list[str]) -> None:
     coordinator = broker.coordinator
     members: list[str] = []
     current: list[str] = []

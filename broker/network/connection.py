@@ -33,12 +33,13 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from broker.network import faults
-from broker.network.context import RequestContext
+from broker.network.context import BrokerServices, RequestContext
 from broker.network.registry import REGISTRY, ApiSpec
 from broker.node.logging import summarize
 from protocol.apis import ApiKey
@@ -48,7 +49,7 @@ from storage.errors import StorageError
 from storage.segment import FileRange
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.network.limits import ConnectionLimits
 
 log = structlog.get_logger("kaflet.connection")
 
@@ -123,8 +124,20 @@ class CloseConnection(Exception):
     """Raised by the dispatcher: the connection is closed with this reason."""
 
 
+class ConnectionOwner(BrokerServices, Protocol):
+    """What a connection uses of the node that accepted it: the services its handlers get, and
+    the node's connections, limits, faults and response observers (request metrics, debug log)."""
+
+    connections: set[KafkaConnection]
+    limits: ConnectionLimits
+    faults: faults.FaultInjector
+    debug_requests: bool
+    observe_response: Callable[[RequestContext, Any, float], None] | None
+    observe_known: Callable[[int, int, float], None] | None
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ConnectionOwner) -> None:
         self.broker = broker
         self.max_request = broker.config.max_request_bytes
         self.transport: asyncio.Transport | None = None
@@ -469,11 +482,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if spec is None:
             raise CloseConnection(f"unknown api key {api_key}")
         if not spec.min_version <= api_version <= spec.max_version:
-            if api_key == ApiKey.API_VERSIONS:
+            if spec.unsupported_version is not None:
                 # Kafka answers a too-new ApiVersions with a v0 body listing what is served.
-                from broker.apis.api_versions import unsupported_version_body
-
-                self.write_response(corr, False, unsupported_version_body(self.broker.config.consumer_protocol_enabled))
+                self.write_response(corr, False, spec.unsupported_version(self.broker))
                 return None
             raise CloseConnection(f"unsupported version {api_version} of {spec.name} (serves {spec.min_version}-{spec.max_version})")
         flexible = spec.flexible(api_version)
@@ -505,7 +516,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         resp_flexible = flexible and api_key != ApiKey.API_VERSIONS
         if self.broker.debug_requests:
             ctx.log.debug("request", body=summarize(request))
-        injected = faults.match(self.broker, ctx, request)
+        injected = faults.match(self.broker.faults, ctx, request)
         if injected is not None:
             return self._run_fault(ctx, spec, request, injected, resp_flexible)
         try:

@@ -1,20 +1,81 @@
-"""What a handler knows about the request it serves."""
+"""What a handler knows about the request it serves, and the services it may use.
+
+`ctx.broker` is the node the request came to (a Broker, or one node of a Cluster), seen through
+`BrokerServices`: the services handlers use and nothing else. Handlers never import the server.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 if TYPE_CHECKING:
+    from broker.config import Config
+    from broker.config.dynamic_configs import DynamicBrokerConfigs
+    from broker.coordinator.service import GroupCoordinator
     from broker.network.connection import KafkaConnection
-    from broker.server import Broker
+    from broker.topics.catalog import TopicManager
+    from broker.txn.coordinator import TransactionCoordinator
+    from broker.txn.producer_ids import ProducerIdManager
+    from protocol.errors import ErrorCode
+    from storage.manager import LogManager
+
+
+class NodeAddress(Protocol):
+    """A node as Metadata and FindCoordinator name it."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def advertised_host(self) -> str: ...
+
+    @property
+    def advertised_port(self) -> int: ...
+
+
+class ClusterView(Protocol):
+    """The cluster a node belongs to (`--brokers N`): its nodes and who leads each partition."""
+
+    @property
+    def nodes(self) -> Sequence[NodeAddress]: ...
+
+    @property
+    def node_ids(self) -> list[int]: ...
+
+    def node(self, node_id: int) -> NodeAddress: ...
+
+    def leader(self, topic: str, partition: int) -> int: ...
+
+    def leader_epoch(self, topic: str, partition: int) -> int: ...
+
+    def epoch_history(self, topic: str, partition: int) -> list[tuple[int, int]]: ...
+
+
+class BrokerServices(NodeAddress, Protocol):
+    """What a handler may use of the node it serves for: the services the Broker composes."""
+
+    topics: TopicManager
+    logs: LogManager
+    coordinator: GroupCoordinator
+    txn: TransactionCoordinator
+    producer_ids: ProducerIdManager
+    dynamic_configs: DynamicBrokerConfigs
+    cluster: ClusterView | None
+    accepting: bool
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    def partition_check(self, topic: str, partition: int, current_epoch: int = -1) -> tuple[ErrorCode, int]: ...
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    broker: BrokerServices
     conn: KafkaConnection
     api_key: int
     api_name: str
