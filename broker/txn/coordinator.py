@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from broker.runtime.errors import CoordinatorError
+from broker.runtime.errors import CoordinatorError, map_append_error
 from broker.runtime.result import CoordinatorResult
 from broker.runtime.runtime import InternalTopic, RuntimeServices
 from broker.runtime.service import CoordinatorService
@@ -212,7 +212,7 @@ class TransactionCoordinator(CoordinatorService[TxnShard]):
             try:
                 waits = self._end(shard, meta, commit=False, epoch=meta.producer_epoch + 1)
             except CoordinatorError as exc:
-                return exc.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, []
+                return map_append_error(exc.code), NO_PRODUCER_ID, NO_PRODUCER_EPOCH, []
             return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, waits
         if state not in COMPLETED:
             raise RuntimeError(f"transactional id {transactional_id!r} in unexpected state {state.name}")
@@ -240,7 +240,7 @@ class TransactionCoordinator(CoordinatorService[TxnShard]):
         try:
             waiter = shard.write(new)
         except CoordinatorError as exc:
-            return exc.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, []
+            return map_append_error(exc.code), NO_PRODUCER_ID, NO_PRODUCER_EPOCH, []
         stored = shard.txns[transactional_id]
         stored.last_producer_epoch = last_epoch
         stored.last_producer_id = last_pid if last_pid != stored.producer_id else NO_PRODUCER_ID
@@ -270,7 +270,7 @@ class TransactionCoordinator(CoordinatorService[TxnShard]):
                 transactional_id, self._add_partitions, transactional_id, producer_id, producer_epoch, partitions
             )
         except CoordinatorError as exc:
-            return exc.code, []
+            return map_append_error(exc.code), []  # as Kafka's TransactionStateManager maps a failed append (GE-3)
         return code, [waiter] if waiter is not None else []
 
     def _add_partitions(
@@ -321,7 +321,7 @@ class TransactionCoordinator(CoordinatorService[TxnShard]):
             try:
                 return ErrorCode.NONE, self._end(shard, meta, commit)
             except CoordinatorError as exc:
-                return exc.code, []
+                return map_append_error(exc.code), []
         if state is TxnState.COMPLETE_COMMIT:
             return (ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE), []
         if state is TxnState.COMPLETE_ABORT:
