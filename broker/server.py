@@ -207,7 +207,7 @@ class Broker:
         services = RuntimeServices(self.topics, self.logs, self.clock, batch_limit, before_timer)
         self.coordinator = GroupCoordinator(config, services, GroupConfigs(self.datadir.path, config))
         self.coordinator.start()
-        # Its timers never had the timer faults (they are the groups'); its markers take the disk faults.
+        # Timer faults name a group (fail_timers): its timers never took them. Its markers take the disk faults.
         self.txn = TransactionCoordinator(
             config,
             RuntimeServices(self.topics, self.logs, self.clock, batch_limit),
