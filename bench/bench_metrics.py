@@ -132,8 +132,8 @@ async def _in_process(ctx: Context) -> list[Row]:
     import tempfile
 
     from broker import Broker, Config
-    from broker import logging as kaflet_logging
-    from broker.connection import KafkaConnection
+    from broker.network.connection import KafkaConnection
+    from broker.node import logging as kaflet_logging
 
     kaflet_logging.configure("json", "warning")  # the broker in this process: no lines on the table
 

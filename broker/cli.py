@@ -95,11 +95,11 @@ def serve_main(argv: list[str]) -> int:
 
 
 def _serve(config: Config) -> int:
-    from broker.lean_imports import skip_client_package_inits
+    from broker.node.lean_imports import skip_client_package_inits
 
     skip_client_package_inits()
-    from broker import logging as kaflet_logging
-    from broker.datadir import DataDirError
+    from broker.node import logging as kaflet_logging
+    from broker.node.datadir import DataDirError
     from broker.server import Broker
 
     kaflet_logging.configure(config.log_format, config.log_level)

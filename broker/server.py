@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.clock import Clock
 from broker.config import Config
-from broker.connection import KafkaConnection
-from broker.datadir import DataDir
-from broker.dynamic.broker_configs import DynamicBrokerConfigs
-from broker.faults import FaultInjector
-from broker.log_config import log_config
+from broker.config.dynamic_configs import DynamicBrokerConfigs
+from broker.config.log_config import log_config
+from broker.network.connection import KafkaConnection
+from broker.network.faults import FaultInjector
 from broker.network.limits import ConnectionLimits
-from broker.producer_ids import ProducerIdManager
-from broker.topics import TopicManager
+from broker.node.clock import Clock
+from broker.node.datadir import DataDir
+from broker.topics.catalog import TopicManager
+from broker.txn.producer_ids import ProducerIdManager
 from protocol import compiled
 from protocol.errors import ErrorCode
 from storage.manager import LogManager
@@ -79,7 +79,8 @@ class Broker:
         self.listeners = parse_listeners(config)
         self.security = Security(config, self.listeners)
         self.authorizer = self.security.authorizer
-        self.dynamic_configs = DynamicBrokerConfigs(self)
+        self.dynamic_configs = DynamicBrokerConfigs(config, self.limits)
+        self._wire_dynamic_security()
         self.debug_requests = config.log_level == "debug"
         self.started_at = 0.0
         self.bound_port = 0
@@ -99,6 +100,18 @@ class Broker:
         # and after a fast-path answer (no request context: api key, version, start time).
         self.observe_response: Observer | None = None
         self.observe_known: KnownObserver | None = None
+
+    def _wire_dynamic_security(self) -> None:
+        """Dynamic security configs take effect through broker/security/dynamic.py; a cluster's
+        nodes share the state broker's security, which applies them for all."""
+        from broker.security import dynamic as security
+
+        def apply(effective: Any) -> None:
+            if "security" in self.__dict__ or self.cluster is None:
+                security.apply(self, effective)
+
+        self.dynamic_configs.on_security_changed = apply
+        self.dynamic_configs.lockout_guard = lambda effective: security.guard(self, effective)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -158,6 +171,9 @@ class Broker:
             compaction_interval_ms=self.config.offsets_compaction_interval_ms,
             page_cache_bytes=self.config.log_page_cache_bytes,
         )
+        logs, topics = self.logs, self.topics
+        # A changed dynamic log default reaches every partition log whose topic does not set it.
+        self.dynamic_configs.on_log_defaults_changed = lambda: [logs.configs_changed(topic) for topic in topics.topics.values()]
         if self.config.verify_on_start:
             self._verify_data()
         self.logs.before_rename = self.faults.check_rename
@@ -166,16 +182,7 @@ class Broker:
         self.logs.subscribe(self.topics)
         self.faults.bind_storage(self.logs.set_write_check)
         await self.logs.start()
-        from broker.coordinator.group_configs import GroupConfigs
-        from broker.coordinator.service import GroupCoordinator
-
-        self.coordinator = GroupCoordinator(self)
-        self.coordinator.group_configs = GroupConfigs(self.datadir.path, self.config)
-        self.coordinator.start()
-        from broker.txn.coordinator import TransactionCoordinator
-
-        self.txn = TransactionCoordinator(self)
-        self.txn.start()
+        self._start_coordinators()
         if self.metrics is not None:
             self.metrics.install()
         for server in self._servers:
@@ -197,6 +204,38 @@ class Broker:
             code_path=compiled.PATH,  # "compiled" (protocol/_speedups.c) or "pure-python"
             **({"kafka_defaults": self.config.kafka_defaults_applied()} if self.config.kafka_defaults else {}),
         )
+
+    def _start_coordinators(self) -> None:
+        """The group and transaction coordinators, each on its own coordinator runtime over its
+        internal topic, given the services they use (never this object)."""
+        from broker.config.group_configs import GroupConfigs
+        from broker.config.topic_configs import effective_configs
+        from broker.coordinator.service import GroupCoordinator
+        from broker.runtime.runtime import RuntimeServices
+        from broker.topics.catalog import OFFSETS_TOPIC
+        from broker.txn.coordinator import TransactionCoordinator
+
+        config, faults = self.config, self.faults
+
+        def batch_limit(topic: Any) -> int:  # an internal topic's max.message.bytes
+            return int(effective_configs(topic, config)["max.message.bytes"])
+
+        def before_timer(group_id: str | None, key: str) -> None:  # armed timer faults (broker/network/faults.py)
+            if faults.timer_rules:
+                faults.check_timer(group_id, key)
+
+        services = RuntimeServices(self.topics, self.logs, self.clock, batch_limit, before_timer)
+        self.coordinator = GroupCoordinator(config, services, GroupConfigs(self.datadir.path, config))
+        self.coordinator.start()
+        # Timer faults name a group (fail_timers): its timers never took them. Its markers take the disk faults.
+        self.txn = TransactionCoordinator(
+            config,
+            RuntimeServices(self.topics, self.logs, self.clock, batch_limit),
+            producer_ids=self.producer_ids,
+            participants={OFFSETS_TOPIC: self.coordinator.runtime},
+            faults=faults,
+        )
+        self.txn.start()
 
     async def stop(self) -> None:
         """Stop accepting, finish responses in flight, close connections and files."""

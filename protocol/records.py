@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from protocol.compiled import speedups as _fast
 
-try:  # the extension itself: the package's __init__ may be skipped (broker/lean_imports.py)
+try:  # the extension itself: the package's __init__ may be skipped (broker/node/lean_imports.py)
     from crc32c._crc32c import crc32c
 except ImportError:  # pragma: no cover - a future crc32c layout
     from crc32c import crc32c

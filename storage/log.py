@@ -165,7 +165,7 @@ class PartitionLog:
         # inline because a call per append costs more than the append to `pending`.
         self.append_histogram: Any = None
         # Set by the LogManager while a fault rule is armed: called before each write, it raises
-        # the injected OSError (broker/faults.py is the one place faults come from).
+        # the injected OSError (broker/network/faults.py is the one place faults come from).
         self.check_write: Callable[[str, int], None] | None = None
         # Set by the LogManager (--log-page-cache-bytes): the newest bytes of the active segment
         # kept in the page cache; older pages are handed back once written (0: the OS decides).
@@ -437,7 +437,7 @@ class PartitionLog:
             data = (_BASE_LEN_EPOCH.pack(base, header[1], self.leader_epoch), memoryview(batch)[_BASE_LEN_EPOCH.size :])
         try:
             if self.check_write is not None:
-                self.check_write(self.topic, self.partition)  # an injected disk fault (broker/faults.py)
+                self.check_write(self.topic, self.partition)  # an injected disk fault (broker/network/faults.py)
             if seg.size and self._should_roll(seg, size, max_ts, last, now):
                 seg = self.roll()
             seg.append(data, last, max_ts, config.index_interval_bytes)

@@ -114,7 +114,7 @@ class LogManager:
         # Ids (Kafka's base64 form) of deleted topics whose directories may still be in place.
         self.doomed_ids: set[str] = set()
         # Called with a partition directory before it is renamed aside: the broker's fault
-        # injector (broker/faults.py) may raise there as a failing file system would.
+        # injector (broker/network/faults.py) may raise there as a failing file system would.
         self.before_rename: Callable[[Path], None] | None = None
 
     # -- start-up -------------------------------------------------------------------------

@@ -10,8 +10,8 @@ import pytest
 import uvloop
 
 from broker import Broker, Config
-from broker import logging as kaflet_logging
 from broker.embed import BrokerProcess, BrokerThread
+from broker.node import logging as kaflet_logging
 from tests.support.raw_client import RawClient
 
 kaflet_logging.configure("json", "warning")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.context import RequestContext
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from broker.security import authorize as authz
 from broker.security.acl_store import AclStoreError
 from broker.security.acls import Acl, AclFilter

@@ -10,13 +10,13 @@ As Kafka's ConfigAdminManager and ConfigurationControlManager:
   INVALID_REQUEST ("Error due to duplicate config keys"), an unknown resource type fails the
   whole request with INVALID_REQUEST (as DescribeConfigs).
 - TOPIC: an illegal name INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION;
-  the new set is validated as at creation (broker/topic_configs.py: names, types, validators,
+  the new set is validated as at creation (broker/config/topic_configs.py: names, types, validators,
   the compaction-lag conflict), INVALID_CONFIG with Kafka's message otherwise. Internal
   topics take config changes too, as in Kafka.
 - BROKER: "" is the cluster-wide default, this node's id the per-broker level; only dynamic
-  configs (broker/dynamic/broker_configs.py), INVALID_CONFIG for others.
+  configs (broker/config/dynamic_configs.py), INVALID_CONFIG for others.
 - GROUP (IncrementalAlterConfigs only; AlterConfigs answers INVALID_REQUEST "Unsupported
-  resource type"): the group configs of broker/coordinator/group_configs.py, and kaflet's action
+  resource type"): the group configs of broker/config/group_configs.py, and kaflet's action
   configs (GROUP_ACTIONS: SET `kaflet.rebalance` bumps a consumer group's epoch, issue 13), which
   are run, never stored, and need the consumer group to exist (GROUP_ID_NOT_FOUND otherwise).
 - validate_only checks everything and changes nothing. Changes are persisted in the data dir
@@ -30,18 +30,18 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from broker import topic_configs
 from broker.apis.describe_configs import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, _authorized, _broker_id, _ResourceError
-from broker.config_types import ConfigError, ConfigType, parse, render
-from broker.context import RequestContext
-from broker.coordinator.errors import CoordinatorError, map_append_error
-from broker.coordinator.group_configs import GROUP_ACTIONS
-from broker.coordinator.group_configs import definitions as group_definitions
-from broker.dynamic import broker_configs as dynamic
-from broker.registry import api
+from broker.config import dynamic_configs as dynamic
+from broker.config import topic_configs
+from broker.config.group_configs import GROUP_ACTIONS
+from broker.config.group_configs import definitions as group_definitions
+from broker.config.types import ConfigError, ConfigType, parse, render
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.runtime.errors import CoordinatorError, map_append_error
 from broker.security import authorize as authz
 from broker.security import dynamic as security_dynamic
-from broker.topics import name_error
+from broker.topics.catalog import name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 

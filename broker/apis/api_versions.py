@@ -6,8 +6,8 @@ import re
 from functools import cache
 from typing import Any
 
-from broker.context import RequestContext
-from broker.registry import api, served
+from broker.network.context import RequestContext
+from broker.network.registry import api, served
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -43,7 +43,11 @@ def _error(request: Any, code: ErrorCode) -> Any:
     return ApiVersionsResponse(version=request.version, error_code=code, api_keys=[], throttle_time_ms=0)
 
 
-@api(ApiKey.API_VERSIONS, 0, 4, error_response=_error)
+def _unsupported(broker: Any) -> bytes:
+    return unsupported_version_body(broker.config.consumer_protocol_enabled)
+
+
+@api(ApiKey.API_VERSIONS, 0, 4, error_response=_error, unsupported_version=_unsupported)
 def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 3:
         name, version = request.client_software_name, request.client_software_version

@@ -9,11 +9,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from broker.context import RequestContext
 from broker.coordinator.consumer.group import ConsumerGroup, Partitions
 from broker.coordinator.consumer.manager import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, HeartbeatRequest, compile_regex
-from broker.coordinator.errors import CoordinatorError, map_append_error
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.runtime.errors import CoordinatorError, map_append_error
 from broker.security import authorize as authz
 from broker.security.acls import ResourceType, all_operations
 from protocol import kip848_codec

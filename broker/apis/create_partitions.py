@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from broker.context import RequestContext
-from broker.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from broker.security import authorize as authz
-from broker.topics import INTERNAL_TOPICS, TopicError
+from broker.topics.catalog import INTERNAL_TOPICS, TopicError
+from broker.topics.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 

@@ -23,13 +23,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from broker import topic_configs
-from broker.config_types import ConfigError
-from broker.context import RequestContext
-from broker.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment, check_replication_factor
-from broker.registry import api
+from broker.config import topic_configs
+from broker.config.types import ConfigError
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from broker.security import authorize as authz
-from broker.topics import INTERNAL_TOPICS, TopicError
+from broker.topics.catalog import INTERNAL_TOPICS, TopicError
+from broker.topics.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment, check_replication_factor
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 

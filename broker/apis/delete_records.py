@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.produce import ADMIN_CLIENT_ID
-from broker.context import RequestContext
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from broker.security import authorize as authz
-from broker.topics import INTERNAL_TOPICS
+from broker.topics.catalog import INTERNAL_TOPICS
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 from storage.errors import LogError

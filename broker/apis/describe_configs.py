@@ -2,12 +2,12 @@
 
 - TOPIC: an illegal name gets INVALID_TOPIC_EXCEPTION with Topic.validate's message, an
   unknown topic UNKNOWN_TOPIC_OR_PARTITION (no message); otherwise every topic config with
-  its source (TOPIC_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG), see broker/topic_configs.py.
+  its source (TOPIC_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG), see broker/config/topic_configs.py.
 - BROKER: "" is the cluster-wide dynamic default, which kaflet never has (empty list); a
   name that is not an integer or not this node's id gets INVALID_REQUEST with Kafka's text.
 - BROKER_LOGGER: the root logger's level.
 - GROUP: the group's own configs (source GROUP_CONFIG, 8) and the broker defaults for the
-  rest (broker/coordinator/group_configs.py); a group need not exist, as in Kafka.
+  rest (broker/config/group_configs.py); a group need not exist, as in Kafka.
 - CLIENT_METRICS is a valid type kaflet has no configs for: INVALID_REQUEST
   "Unsupported resource type" per resource. Any other type fails the whole request with
   INVALID_REQUEST, as Kafka's authorization step does.
@@ -22,12 +22,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from broker import broker_configs, topic_configs
-from broker.config_types import ConfigEntry, ConfigSource, ConfigType
-from broker.context import RequestContext
-from broker.registry import api
+from broker.config import broker_configs, topic_configs
+from broker.config.types import ConfigEntry, ConfigSource, ConfigType
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from broker.security import authorize as authz
-from broker.topics import name_error
+from broker.topics.catalog import name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 

@@ -36,8 +36,8 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.context import RequestContext
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from broker.security import authorize as authz
 from protocol.apis import ApiKey
 from protocol.encode import I16, I32, I64, NO_TAGS, array_len, bytes_len, string
@@ -47,12 +47,11 @@ from storage.log import LEADER_EPOCH
 from storage.segment import FileRange
 
 if TYPE_CHECKING:
-    from broker.server import Broker
     from storage.log import PartitionLog
 
 _FLEXIBLE_FROM = 12
 _TOPIC_IDS_FROM = 13
-_PARKED: weakref.WeakKeyDictionary[Broker, set[asyncio.Future[None]]] = weakref.WeakKeyDictionary()
+_PARKED: weakref.WeakKeyDictionary[object, set[asyncio.Future[None]]] = weakref.WeakKeyDictionary()  # by node
 _EMPTY = b""
 _BASE_LEN = struct.Struct(">qi")
 
@@ -337,13 +336,13 @@ async def _park(
     return encode_response(version, 0, topics, read_committed)
 
 
-def parked_fetches(broker: Broker) -> int:
+def parked_fetches(broker: object) -> int:
     """How many Fetch requests are parked now, waiting for data or their max wait."""
     return sum(1 for fut in _PARKED.get(broker, ()) if not fut.done())
 
 
-def wake_parked_fetches(broker: Broker) -> None:
-    """At shutdown: parked fetches answer with what they have."""
+def wake_parked_fetches(broker: object) -> None:
+    """At shutdown: the node's parked fetches answer with what they have."""
     for fut in list(_PARKED.get(broker, ())):
         if not fut.done():
             fut.set_result(None)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.context import RequestContext
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from broker.security import authorize as authz
 from broker.security.listeners import advertised_for, listener_name
 from protocol.apis import ApiKey, lazy_response

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from broker.context import RequestContext
 from broker.coordinator.classic import JoinResult
-from broker.coordinator.errors import CoordinatorError, map_append_error
 from broker.coordinator.rebalance import JoinRequest
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.runtime.errors import CoordinatorError, map_append_error
 from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.context import RequestContext
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode

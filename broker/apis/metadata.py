@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.context import RequestContext
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from broker.security import authorize as authz
 from broker.security.acls import CLUSTER_NAME, ResourceType, all_operations
 from broker.security.listeners import advertised_for, listener_name
-from broker.topics import INTERNAL_TOPICS, Topic, name_error
+from broker.topics.catalog import INTERNAL_TOPICS, Topic, name_error
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 

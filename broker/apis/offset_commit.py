@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from broker.context import RequestContext
-from broker.coordinator.errors import AppendsFailed, CoordinatorError, map_append_error
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.runtime.errors import AppendsFailed, CoordinatorError, map_append_error
 from broker.security import authorize as authz
 from protocol import commit_codec
 from protocol.apis import ApiKey
@@ -56,7 +56,7 @@ class _Answer:
         return _encode_answer(self.ctx.api_version, self.topics, self.limits, codes, _UNKNOWN)
 
     def on_failure(self, exc: Exception) -> bytes | None:
-        """The batch append of this loop turn failed somewhere (broker/coordinator/turn.py)."""
+        """The batch append of this loop turn failed somewhere (broker/runtime/turn.py)."""
         failed = exc.failed.get(self.shard) if isinstance(exc, AppendsFailed) else None
         if failed is None and isinstance(exc, AppendsFailed):
             return None  # this commit's shard appended: its answer stands
@@ -122,7 +122,7 @@ def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
         return answer.fill(map_append_error(exc.code))
     if batched:
         # Appended with the other commits of this loop turn, from every connection, before any
-        # of their answers leaves (broker/coordinator/turn.py). If this shard's append fails (a
+        # of their answers leaves (broker/runtime/turn.py). If this shard's append fails (a
         # full disk), the answer becomes the mapped error (GE-3); the shard reloads from its
         # log, so nothing answered with success is lost.
         ctx.conn.before_flush(coordinator.commit_turn, answer.on_failure)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.context import RequestContext
-from broker.coordinator.errors import CoordinatorError
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.runtime.errors import CoordinatorError
 from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode

@@ -26,11 +26,11 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.connection import CloseConnection
-from broker.context import RequestContext
-from broker.registry import api
+from broker.network.connection import CloseConnection
+from broker.network.context import RequestContext
+from broker.network.registry import api
 from broker.security import authorize as authz
-from broker.topics import INTERNAL_TOPICS
+from broker.topics.catalog import INTERNAL_TOPICS
 from protocol import produce_codec
 from protocol.apis import ApiKey, request_class
 from protocol.encode import I16, I32, I64, NO_TAGS, array_len, string

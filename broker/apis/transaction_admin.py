@@ -16,10 +16,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from broker.context import RequestContext
-from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.shard import ShardState
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.runtime.errors import CoordinatorError
 from broker.security import authorize as authz
 from broker.txn.metadata import STATE_NAMES, STATES_BY_NAME, TxnState
 from protocol.apis import ApiKey, lazy_response
@@ -49,7 +48,7 @@ def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     txn = ctx.broker.txn
     if txn is None or not txn.active:
         return _list_error(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if any(s.state is ShardState.LOADING for s in txn.shards):
+    if txn.any_loading():
         return _list_error(request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     wanted: set[TxnState] = set()
     unknown: list[str] = []

@@ -23,11 +23,11 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from broker.context import RequestContext
-from broker.coordinator.errors import CoordinatorError, map_append_error
-from broker.registry import api
+from broker.network.context import RequestContext
+from broker.network.registry import api
+from broker.runtime.errors import CoordinatorError, map_append_error
 from broker.security import authorize as authz
-from broker.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
+from broker.topics.catalog import INTERNAL_TOPICS, OFFSETS_TOPIC
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 

@@ -1,7 +1,7 @@
 """The chaos control layer: every operation that breaks a broker on purpose, one call each.
 
-`broker.chaos` does the operations; the rules themselves live in broker/faults.py (the one place
-errors are injected) and the connection (broker/connection.py) carries them out. Every operation
+`broker.chaos` does the operations; the rules themselves live in broker/network/faults.py (the one place
+errors are injected) and the connection (broker/network/connection.py) carries them out. Every operation
 logs one structured event (`chaos`, with `op` and its parameters) and counts in
 `kaflet_chaos_operations_total{op}`; every injected answer counts in
 `kaflet_chaos_injected_total{kind}`. `apply(op, params)` is the one entry that the HTTP control
@@ -22,17 +22,41 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from broker import faults as faults_mod
-from broker.faults import ErrorStack, Fault, Hole
+from broker.network import faults as faults_mod
+from broker.network.faults import ErrorStack, Fault, Hole
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.config import Config
+
+
+class ClusterControl(Protocol):
+    """The cluster a node belongs to, as chaos reaches it: its state broker, whose control entry
+    takes every node's operations and the moves (broker/cluster/cluster.py)."""
+
+    state: object
+
+    async def apply(self, op: str, params: dict[str, Any]) -> Any: ...
+
+
+class ChaosTarget(Protocol):
+    """One node as chaos breaks it: its connections, its listener, its fault rules."""
+
+    config: Config
+    connections: set[Any]
+    faults: faults_mod.FaultInjector
+    bound_port: int
+    cluster: ClusterControl | None
+
+    def stop_listening(self) -> None: ...
+
+    async def listen_again(self) -> None: ...
+
 
 log = structlog.get_logger("kaflet.chaos")
 
@@ -105,7 +129,7 @@ def _opt_str(value: Any, name: str) -> str | None:
 class Chaos:
     """The chaos operations of one broker (`broker.chaos`). Call on the broker's event loop."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ChaosTarget) -> None:
         self.broker = broker
         self.faults = broker.faults
 

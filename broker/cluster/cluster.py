@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.coordinator.errors import CoordinatorError
+from broker.runtime.errors import CoordinatorError
 from broker.security.listeners import for_node as listeners_for_node
 from broker.server import Broker, host_port, serve_until_signalled
 from protocol.errors import ErrorCode
@@ -229,19 +229,13 @@ class Cluster:
     async def move_coordinator(self, partition: int, node_id: int | None = None) -> dict[str, Any]:
         """Move an `__consumer_offsets` partition: its groups' coordinator changes. The old shard
         unloads (parked JoinGroup/SyncGroup get NOT_COORDINATOR), a new one loads from the log."""
-        from broker.coordinator.shard import CoordinatorShard
-
         coordinator = self.state.coordinator
         assert coordinator is not None
         if not 0 <= partition < len(coordinator.shards):
             raise KeyError(f"no partition {OFFSETS_TOPIC}-{partition}")
-        coordinator.flush_appends()
+        coordinator.flush_appends()  # under the old leader epoch
         moved = self.move_leader(OFFSETS_TOPIC, partition, node_id)
-        old_shard = coordinator.shards[partition]
-        old_shard.unload()
-        shard = CoordinatorShard(coordinator, partition)
-        coordinator.shards[partition] = shard
-        await shard.load()
+        shard = await coordinator.runtime.move(partition)
         log.info(
             "coordinator moved",
             partition=partition,

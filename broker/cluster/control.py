@@ -15,13 +15,20 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.cluster.chaos import OPERATIONS, ChaosError
 from broker.metrics.http import CONTROL_PREFIX, ControlHandler, Response
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.cluster.chaos import Chaos
+
+
+class ControlTarget(Protocol):
+    """What the control API drives: a node's (or a cluster's) chaos operations."""
+
+    chaos: Chaos
+
 
 JSON = "application/json"
 
@@ -30,7 +37,7 @@ def _json(status: int, value: Any) -> Response:
     return status, JSON, (json.dumps(value) + "\n").encode()
 
 
-def handler(broker: Broker) -> ControlHandler:
+def handler(broker: ControlTarget) -> ControlHandler:
     async def handle(method: str, path: str, body: bytes) -> Response:
         op = path[len(CONTROL_PREFIX) :].strip("/").replace("-", "_")
         if method == "DELETE" and op == "":

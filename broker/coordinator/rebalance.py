@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState, JoinResult, Protocols, SyncResult
-from broker.coordinator.errors import CoordinatorError, map_append_error
+from broker.runtime.errors import CoordinatorError, map_append_error
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.coordinator.shard import CoordinatorShard
+    from broker.coordinator.shard import GroupShard
 
 log = structlog.get_logger("kaflet.coordinator")
 
@@ -65,7 +65,7 @@ def _sync_key(group_id: str) -> str:
 
 
 class ClassicRebalancer:
-    def __init__(self, shard: CoordinatorShard) -> None:
+    def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
         self.timers = shard.timers
         self.config = shard.config

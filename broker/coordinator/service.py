@@ -1,31 +1,40 @@
-"""The group coordinator service: owns `__consumer_offsets` and routes each group to its shard.
+"""The group coordinator service: `__consumer_offsets` and the groups on it, on the coordinator
+runtime (broker/runtime/), as Kafka's GroupCoordinatorService is on its CoordinatorRuntime.
 
 p(group) = Utils.abs(group.hashCode()) % N (CO-1..CO-3). Shards load in the background after
 the broker starts listening; until a shard is loaded its groups answer
-COORDINATOR_LOAD_IN_PROGRESS (GE-1, GE-2).
+COORDINATOR_LOAD_IN_PROGRESS (GE-1, GE-2). What is the group coordinator's own is here: the
+shard it builds (GroupShard: classic and KIP-848 consumer groups, offsets), its counters, and
+what it does when other topics change (OR-5, KH-8).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-import structlog
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.coordinator.classic import ClassicGroup
-from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.internal_topic import ensure_internal_topic, load_in_turn
-from broker.coordinator.shard import CoordinatorShard, ShardState
-from broker.coordinator.turn import CommitTurn
-from broker.topics import OFFSETS_TOPIC, Topic
-from protocol.errors import ErrorCode
-from protocol.javahash import partition_for
+from broker.coordinator.shard import GroupShard
+from broker.runtime.metadata import TopicCatalog
+from broker.runtime.runtime import InternalTopic, RuntimeServices
+from broker.runtime.service import CoordinatorService
+from broker.topics.catalog import OFFSETS_TOPIC, Topic
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.config import Config
+    from broker.config.group_configs import GroupConfigs
+    from broker.runtime.context import CoordinatorContext
 
-log = structlog.get_logger("kaflet.coordinator")
+
+class TopicEvents(TopicCatalog, Protocol):
+    """The catalog, and the topic events a group coordinator reacts to (KH-8: subscriptions by name
+    or regex see topics come and grow; OR-5: offsets of deleted partitions are tombstoned)."""
+
+    @property
+    def on_created(self) -> list[Callable[[Topic], Any]]: ...
+
+    @property
+    def on_partitions_added(self) -> list[Callable[[Topic, int], Any]]: ...
 
 
 class CoordinatorStats:
@@ -49,144 +58,48 @@ class CoordinatorStats:
             callback(group, duration_s)
 
 
-class GroupCoordinator:
-    topic_name = OFFSETS_TOPIC
+def offsets_topic(config: Config) -> InternalTopic:
+    """`__consumer_offsets` as Kafka makes it: compacted, offsets.topic.segment.bytes, its own delete retention."""
+    configs = {
+        "cleanup.policy": "compact",
+        "compression.type": "producer",
+        "segment.bytes": str(config.offsets_topic_segment_bytes),
+        "delete.retention.ms": str(config.offsets_delete_retention_ms),
+    }
+    return InternalTopic(OFFSETS_TOPIC, config.offsets_partitions, configs, "--offsets-partitions", "every group starts empty")
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.num_partitions = broker.config.offsets_partitions
-        self.shards: list[CoordinatorShard] = []
-        self.active = False
+
+class GroupCoordinator(CoordinatorService[GroupShard]):
+    label = "coordinator"
+
+    def __init__(self, config: Config, services: RuntimeServices, group_configs: GroupConfigs | None = None) -> None:
+        super().__init__(offsets_topic(config), services)
+        self.config = config
+        self.topics: TopicEvents = services.catalog  # type: ignore[assignment]  # the image subscriptions read
+        self.logs = services.writer  # lag-aware assignment reads partition logs through it too
+        self.group_configs = group_configs
         self.stats = CoordinatorStats()
-        self.loaded = asyncio.Event()
-        self.load_ms = 0.0
-        self._load_task: asyncio.Task[None] | None = None
-        self._partitions: dict[str, int] = {}
-        self._dirty: dict[CoordinatorShard, None] = {}  # shards with enqueued records, in order
-        # Shards whose flush of enqueued records failed since the last commit turn (turn.py).
-        self._failed: dict[CoordinatorShard, CoordinatorError] = {}
-        self.commit_turn = CommitTurn(self)
+        # Commits are batched unless every answer must wait for an fsync (--fsync always).
+        self.batches_commits = config.fsync != "always"
 
-    # -- lifecycle ------------------------------------------------------------------------
+    def build_shard(self, context: CoordinatorContext[GroupShard]) -> GroupShard:
+        return GroupShard(self, context)
+
+    def describe_load(self, shards: list[GroupShard]) -> dict[str, Any]:
+        return {
+            "groups": sum(len(s.groups) for s in shards),
+            "offsets": sum(s.offsets.count for s in shards),
+            "records": sum(s.context.loaded_records for s in shards),
+        }
 
     def start(self) -> None:
-        """Create `__consumer_offsets` if needed (RC-1) and begin loading every shard."""
-        self.broker.topics.on_deleted.append(self._on_topic_deleted)
-        self.broker.topics.on_created.append(lambda topic: self._on_topic_changed(topic, True))
-        self.broker.topics.on_partitions_added.append(lambda topic, _old: self._on_topic_changed(topic, False))
-        self.active = True
-        self._create_shards()
-
-    def _create_shards(self) -> None:
-        from broker.topic_configs import effective_configs
-
-        topic = ensure_internal_topic(
-            self.broker.topics,
-            OFFSETS_TOPIC,
-            self.num_partitions,
-            {
-                "cleanup.policy": "compact",
-                "compression.type": "producer",
-                "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-                "delete.retention.ms": str(self.config.offsets_delete_retention_ms),
-            },
-            "--offsets-partitions",
-        )
-        self.max_batch_bytes = int(effective_configs(topic, self.config)["max.message.bytes"])
-        self.shards = [CoordinatorShard(self, p) for p in range(self.num_partitions)]
-        self.loaded.clear()
-        self._load_task = asyncio.get_running_loop().create_task(self._load_all())
-
-    @property
-    def topic_missing(self) -> bool:
-        return self.broker.topics.get(OFFSETS_TOPIC) is None
-
-    def recreate_topic(self) -> None:
-        """CO-7: a FindCoordinator that finds `__consumer_offsets` deleted creates it again (empty)."""
-        if self.active and self.topic_missing:
-            log.warning("re-creating deleted __consumer_offsets; every group starts empty")
-            self._create_shards()
-
-    async def _load_all(self) -> None:
-        self.load_ms = await load_in_turn(self.shards)  # yields to the listener and requests between shards
-        self.loaded.set()
-        log.info(
-            "coordinator loaded",
-            shards=len(self.shards),
-            failed=[s.partition for s in self.shards if s.state is ShardState.FAILED],
-            groups=sum(len(s.groups) for s in self.shards),
-            offsets=sum(s.offsets.count for s in self.shards),
-            records=sum(s.loaded_records for s in self.shards),
-            load_ms=round(self.load_ms, 1),
-        )
-
-    async def stop(self) -> None:
-        if self._load_task is not None and not self._load_task.done():
-            self._load_task.cancel()
-            try:
-                await self._load_task
-            except (asyncio.CancelledError, Exception):
-                pass
-        self.active = False
-        for shard in self.shards:
-            shard.unload()
-
-    @property
-    def all_loaded(self) -> bool:
-        return bool(self.shards) and all(s.state is ShardState.ACTIVE for s in self.shards)
-
-    # -- routing --------------------------------------------------------------------------
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
-
-    def shard_for(self, group_id: str) -> CoordinatorShard:
-        """GE-1: the active shard of `group_id`, or CoordinatorError with why not."""
-        if not self.active:
-            raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        partition = self._partitions.get(group_id)
-        if partition is None:
-            partition = partition_for(group_id, self.num_partitions)
-            if len(self._partitions) >= 100_000:
-                self._partitions.clear()
-            self._partitions[group_id] = partition
-        shard = self.shards[partition]
-        if shard.state is ShardState.ACTIVE:
-            return shard
-        if shard.state is ShardState.LOADING:
-            raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
-
-    def mark_dirty(self, shard: CoordinatorShard) -> None:
-        self._dirty[shard] = None
-
-    def take_dirty(self) -> dict[CoordinatorShard, None]:
-        dirty, self._dirty = self._dirty, {}
-        return dirty
-
-    def note_failed(self, shard: CoordinatorShard, exc: CoordinatorError) -> None:
-        self._failed[shard] = exc
-
-    def take_failed(self) -> dict[CoordinatorShard, CoordinatorError]:
-        failed, self._failed = self._failed, {}
-        return failed
-
-    def flush_appends(self) -> None:
-        """Append the records enqueued by batched operations (see CoordinatorShard.enqueue) now,
-        ending the commit turn early (turn.py); raises AppendsFailed for the shards that failed."""
-        self.commit_turn()
-
-    @property
-    def batches_commits(self) -> bool:
-        """Commits are batched unless every answer must wait for an fsync (--fsync always)."""
-        return self.config.fsync != "always"
-
-    def active_shards(self) -> list[CoordinatorShard]:
-        return [s for s in self.shards if s.state is ShardState.ACTIVE]
-
-    def any_loading(self) -> bool:
-        return any(s.state is ShardState.LOADING for s in self.shards)
+        """Create `__consumer_offsets` if needed (RC-1), begin loading every shard, and hear of
+        other topics' changes."""
+        super().start()  # first: its own topic's deletion unloads every shard before the events below
+        topics = self.topics
+        topics.on_deleted.append(self._on_topic_deleted)
+        topics.on_created.append(lambda topic: self._on_topic_changed(topic, True))
+        topics.on_partitions_added.append(lambda topic, _old: self._on_topic_changed(topic, False))
 
     # -- issue 13 ------------------------------------------------------------------------
 
@@ -199,15 +112,9 @@ class GroupCoordinator:
 
     def _on_topic_deleted(self, topic: Topic) -> None:
         if topic.name == OFFSETS_TOPIC:
-            # As when Kafka's coordinator resigns its partitions: parked requests get NOT_COORDINATOR.
-            if self._load_task is not None:
-                self._load_task.cancel()
-            for shard in self.shards:
-                shard.unload()
-            return
-        for shard in self.shards:
-            if shard.state is ShardState.ACTIVE:
-                shard.on_partitions_deleted(topic.name, range(topic.partitions))
+            return  # the runtime unloaded every shard
+        for shard in self.active_shards():
+            shard.on_partitions_deleted(topic.name, range(topic.partitions))
         self._on_topic_changed(topic, True)
 
     def _on_topic_changed(self, topic: Topic, created_or_deleted: bool) -> None:
@@ -215,6 +122,6 @@ class GroupCoordinator:
         subscription metadata, and so bump their epoch, at their next heartbeat."""
         if topic.internal:
             return
-        for shard in self.shards:
-            if shard.state is ShardState.ACTIVE and shard.consumer_groups:
+        for shard in self.active_shards():
+            if shard.consumer_groups:
                 shard.consumer.on_topic_event(topic.name, created_or_deleted)

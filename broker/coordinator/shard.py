@@ -1,21 +1,20 @@
-"""One coordinator shard: a partition of `__consumer_offsets`, its groups, offsets and timers.
+"""The group coordinator's shard: a partition of `__consumer_offsets`, its groups and offsets
+(Kafka's GroupCoordinatorShard), on the coordinator runtime (broker/runtime/).
 
 Every operation of a shard runs on the event loop without awaiting in the middle, so
-operations (requests and timer expirations) are serialized (GE-6). A write appends its
-records as one batch and applies offset records and tombstones with the same `replay()` that
-rebuilds the shard at load; classic-group state is richer than its GroupMetadata record, so
-(as in Kafka, whose classic operations do not replay their records) the live group is
-updated directly and the record is written from it. Responses to writes wait for the
-records' durability per the broker's fsync policy.
+operations (requests and timer expirations) are serialized (GE-6). A write goes through the
+runtime (`self.write`: the partition's CoordinatorContext), which appends its records as one
+batch and applies offset records and tombstones with the same `replay()` that rebuilds the
+shard at load; classic-group state is richer than its GroupMetadata record, so (as in Kafka,
+whose classic operations do not replay their records) the live group is updated directly and
+the record is written from it. Responses to writes wait for the records' durability per the
+broker's fsync policy.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -23,34 +22,27 @@ import structlog
 from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState
 from broker.coordinator.consumer.group import ConsumerGroup
 from broker.coordinator.consumer.manager import ConsumerGroupManager
-from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.loader import batch_records, records_of
 from broker.coordinator.offsets import OffsetStore
-from broker.coordinator.timers import Timers
+from broker.runtime.errors import CoordinatorError
+from broker.runtime.loader import records_of
+from broker.runtime.result import CoordinatorResult
+from broker.runtime.shard import ShardState
 from protocol import records as rec
 from protocol.commit_codec import CommitPartition
 from protocol.compiled import speedups
 from protocol.errors import ErrorCode
 from storage import offsets_records as orec
-from storage.errors import LogError
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
+    from broker.runtime.context import CoordinatorContext
 
 log = structlog.get_logger("kaflet.coordinator")
 
 GROUP_EXPIRATION_KEY = "expire-group-metadata"
 _commit_records = speedups.commit_records if speedups is not None else None
-_build_batch = speedups.build_batch if speedups is not None else None  # rec.build_batch's compiled twin, defaults as here
 _batch_size = speedups.batch_size if speedups is not None else rec.batch_size_py
 Record = tuple[bytes, bytes | None]
-
-
-class ShardState(Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
-    FAILED = "failed"
-    UNLOADED = "unloaded"
 
 
 @dataclass
@@ -68,30 +60,17 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-class CoordinatorShard:
-    def __init__(self, service: GroupCoordinator, partition: int) -> None:
+class GroupShard:
+    def __init__(self, service: GroupCoordinator, context: CoordinatorContext[GroupShard]) -> None:
         self.service = service
-        self.partition = partition
+        self.context = context
+        self.partition = context.partition
         self.config = service.config
-        self.state = ShardState.LOADING
-        self.timers = Timers(lambda: self.state is ShardState.ACTIVE)
-        self.log_ = service.broker.logs.get(service.topic_name, partition)
-        self._clock = service.broker.clock  # made once per broker (skew_ms moves it)
+        self.timers = context.timer
+        self.write = context.write  # append (and replay) as one batch; the durability wait
+        self._clock = context.runtime.clock  # made once per broker (skew_ms moves it)
         self._load_prefixes: dict[bytes, dict[int, bytes]] = {}
-        self.max_batch_bytes = service.max_batch_bytes
-        self._pending: list[tuple[list[Record], int]] = []
-        self._reset_state()
-        self.load_ms = 0.0
-        self.loaded_records = 0
-        from broker.coordinator.rebalance import ClassicRebalancer
-
-        self.classic = ClassicRebalancer(self)
-        self.consumer = ConsumerGroupManager(self)
-        self.timers.on_failure = lambda group_id, key: self.classic.recover_group(group_id, f"timer {key} failed")
-        faults = service.broker.faults
-        self.timers.before_fire = lambda group_id, key: faults.check_timer(group_id, key) if faults.timer_rules else None
-
-    def _reset_state(self) -> None:
+        self.max_batch_bytes = context.runtime.max_batch_bytes
         self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 consumer groups; a group id is in at most one of the two dicts.
         self.consumer_groups: dict[str, ConsumerGroup] = {}
@@ -100,111 +79,22 @@ class CoordinatorShard:
         self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[bytes, int]]] = {}
         # Record offsets of plain commits made while a transaction of the group was open (TX-4 precedence).
         self.plain_commit_offsets: dict[tuple[str, str, int], int] = {}
+        from broker.coordinator.rebalance import ClassicRebalancer
+
+        self.classic = ClassicRebalancer(self)
+        self.consumer = ConsumerGroupManager(self)
+
+    @property
+    def state(self) -> Any:
+        """The runtime's state of this shard's partition (broker/runtime/shard.py: ShardState)."""
+        return self.context.state
 
     # -- time ---------------------------------------------------------------------------
 
     def now_ms(self) -> int:
         return self._clock.now_ms()
 
-    # -- writing and replaying ----------------------------------------------------------
-
-    def write(self, records: list[Record], *, replay: bool = True) -> Awaitable[Any] | None:
-        """Append `records` as one batch, apply them if `replay`, and return the durability wait."""
-        if not records:
-            return None
-        if self.state is not ShardState.ACTIVE:
-            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
-        if rec.batch_size(records) > self.max_batch_bytes:
-            # Kafka's runtime refuses a batch over the partition's max.message.bytes (GE-3 -> UNKNOWN_SERVER_ERROR).
-            raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)
-        appended = self._append(records)
-        if replay:
-            base = appended.base_offset
-            for i, (key, value) in enumerate(records):
-                self.replay(key, value, base + i)
-        return self.service.broker.logs.wait_durable(self.log_)
-
-    def _append(self, records: list[Record], producer_id: int = rec.NO_PRODUCER_ID, producer_epoch: int = rec.NO_PRODUCER_EPOCH) -> Any:
-        if producer_id == rec.NO_PRODUCER_ID:
-            batch = (
-                _build_batch(records, self._clock.now_ms())
-                if _build_batch is not None
-                else rec.build_batch(records, timestamp_ms=self._clock.now_ms())
-            )
-        else:  # TX-4: a transactional batch of the producer (the transaction coordinator verified it)
-            batch = rec.build_batch(
-                records,
-                timestamp_ms=self.now_ms(),
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                attributes=rec.TRANSACTIONAL_BIT,
-            )
-        return self._append_batch(batch, check_producer=producer_id == rec.NO_PRODUCER_ID)
-
-    def _append_batch(self, batch: bytearray, check_producer: bool = True) -> Any:
-        try:
-            return self.log_.append(batch, check_producer=check_producer)  # an armed append fault (broker/faults.py) fails it here
-        except (OSError, LogError) as exc:
-            # A failed disk (KAFKA_STORAGE_ERROR) is answered NOT_COORDINATOR (GE-3).
-            log.error("cannot append to __consumer_offsets", partition=self.partition, error=str(exc))
-            raise CoordinatorError(ErrorCode.NOT_COORDINATOR) from exc
-
-    def enqueue(self, records: list[Record], size: int) -> None:
-        """Records of an operation whose effects are already applied (`size`: their batch's
-        size); appended by flush_pending() together with those of other operations, before any
-        of their responses leave."""
-        if not self._pending:
-            self.service.mark_dirty(self)
-        self._pending.append((records, size))
-
-    def flush_pending(self) -> int:
-        """Append every enqueued record, in as few batches as max.message.bytes allows; returns
-        the number of batches. If the append fails, the shard is reloaded from its log, which
-        reverts the effects applied ahead of it (GE-6), the failure is noted for the commit turn
-        (whose waiting answers it turns into errors, broker/coordinator/turn.py) and raised, so
-        that no response claims success."""
-        pending, self._pending = self._pending, []
-        if not pending:
-            return 0
-        if self.state is not ShardState.ACTIVE:
-            # Unloaded since they were enqueued (the topic deleted, the shard moved or reloaded in
-            # the same loop turn): they cannot be written here, and their answers must say so.
-            exc = CoordinatorError(ErrorCode.NOT_COORDINATOR)
-            self.service.note_failed(self, exc)
-            raise exc
-        batches = 1
-        try:
-            # Operations stay whole; a batch holds as many as max.message.bytes allows.
-            chunk: list[Record] = []
-            size = rec.HEADER_SIZE
-            for records, records_size in pending:
-                body = records_size - rec.HEADER_SIZE
-                if chunk and size + body > self.max_batch_bytes:
-                    self._append(chunk)
-                    batches += 1
-                    chunk, size = [], rec.HEADER_SIZE
-                chunk.extend(records)
-                size += body
-            self._append(chunk)
-        except CoordinatorError as exc:
-            self.service.note_failed(self, exc)
-            self.reload()
-            raise
-        return batches
-
-    def reload(self) -> None:
-        """Unload (parked requests get NOT_COORDINATOR) and replay the log again: what was not
-        appended is gone, as after a coordinator failover."""
-        log.error("reloading coordinator shard from its log", partition=self.partition)
-        self.unload()
-        self._reset_state()
-        self.state = ShardState.LOADING
-        asyncio.get_running_loop().create_task(self.load())
-
-    def write_chunked(self, records: list[Record], chunk: int = 5000) -> None:
-        """Background writes (expiry, topic deletion): several batches, nothing to answer."""
-        for i in range(0, len(records), chunk):
-            self.write(records[i : i + chunk])
+    # -- replaying ------------------------------------------------------------------------
 
     def replay(self, key: bytes, value: bytes | None, offset: int = -1, producer_id: int = rec.NO_PRODUCER_ID) -> None:
         """Apply one record to the shard's state, at load and for runtime writes (RL-1..RL-4)."""
@@ -295,26 +185,10 @@ class CoordinatorShard:
             records.append((orec.offset_commit_key(group_id, topic, partition), value))
         if not records:
             return results, None
-        if self.state is not ShardState.ACTIVE:
-            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
-        if rec.batch_size(records) > self.max_batch_bytes:
-            raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)
-        self.flush_pending()  # plain commits enqueued before this one keep their place in the log
-        appended = self._append(records, producer_id, producer_epoch)
-        for i, (key, value) in enumerate(records):
-            self.replay(key, value, appended.base_offset + i, producer_id)
+        # One transactional batch after the plain commits enqueued before it (they keep their place).
+        waiter = self.context.write_transactional(records, producer_id, producer_epoch)
         self.service.stats.offset_commits += len(records)
-        return results, self.service.broker.logs.wait_durable(self.log_)
-
-    def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> Awaitable[Any] | None:
-        """A COMMIT or ABORT marker from the transaction coordinator: appended as a control
-        batch and replayed as at load (RL-2)."""
-        if self.state is not ShardState.ACTIVE:
-            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
-        self.flush_pending()
-        self._append_batch(rec.build_control_batch(commit, producer_id, producer_epoch, 0, timestamp_ms=self.now_ms()))
-        self.replay_end_transaction(producer_id, commit)
-        return self.service.broker.logs.wait_durable(self.log_)
+        return results, waiter
 
     def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
         key = (group_id, topic, partition)
@@ -376,40 +250,10 @@ class CoordinatorShard:
         )
         return orec.group_metadata_key(group.group_id), orec.group_metadata_value(value)
 
-    # -- load and unload ----------------------------------------------------------------
+    # -- load and unload (the runtime's CoordinatorLoader replays the log) -----------------
 
-    async def load(self) -> None:
-        """RL-1: replay the partition from its start, yielding to the loop between chunks."""
-        started = time.monotonic()
-        count = 0
-        since_yield = 0
-        try:
-            for buf, pos, header in self.log_.iter_batches(verify=True):
-                if header.is_control:
-                    for _offset, key, _value in batch_records(buf, pos, header):
-                        kind = rec.control_record_type(key)
-                        if kind is not None:
-                            self.replay_end_transaction(header.producer_id, kind == 1)
-                    continue
-                producer_id = header.producer_id if header.is_transactional else rec.NO_PRODUCER_ID
-                count += self._replay_batch(buf, pos, header, producer_id)
-                since_yield += header.size
-                if since_yield >= 1024 * 1024:  # requests wait at most ~one MiB of replay
-                    since_yield = 0
-                    await asyncio.sleep(0)
-        except Exception:
-            self.state = ShardState.FAILED
-            log.error("failed to load coordinator shard", partition=self.partition, exc_info=True)
-            raise
-        self.offsets.recount()
-        self.loaded_records = count
-        self.load_ms = (time.monotonic() - started) * 1000
-        self._load_prefixes = {}
-        self.state = ShardState.ACTIVE
-        self._on_loaded()
-
-    def _replay_batch(self, buf: Any, pos: int, header: rec.BatchHeader, producer_id: int) -> int:
-        """replay() every record of a batch. Committed offsets outside transactions, nearly every
+    def replay_batch(self, buf: Any, pos: int, header: rec.BatchHeader, producer_id: int) -> int:
+        """RL-1's fast path: replay() every record of a batch. Committed offsets outside transactions, nearly every
         record of a real log, take an inlined path: a (group, topic) key prefix seen before maps
         straight to its partitions' dict, so the key's strings are decoded once per prefix."""
         prefixes = self._load_prefixes
@@ -438,8 +282,10 @@ class CoordinatorShard:
             partitions[int.from_bytes(key[-4:], "big", signed=True)] = value
         return count
 
-    def _on_loaded(self) -> None:
+    def on_loaded(self) -> None:
         """RL-6: arm member session timers, rebalance oversized groups, start the expiry cycle."""
+        self.offsets.recount()
+        self._load_prefixes = {}
         for group in self.groups.values():
             for member in group.members.values():
                 self.classic.reschedule_heartbeat(group, member)
@@ -448,12 +294,13 @@ class CoordinatorShard:
         self.consumer.on_loaded()
         self._schedule_expiration()
 
-    def unload(self) -> None:
+    def on_unloaded(self) -> None:
         """CT-6: groups go Dead; parked JoinGroups and SyncGroups get NOT_COORDINATOR."""
-        self.state = ShardState.UNLOADED
-        self.timers.cancel_all()
         for group in self.groups.values():
             self.classic.on_unloaded(group)
+
+    def on_timer_failed(self, group_id: str, key: str) -> None:
+        self.classic.recover_group(group_id, f"timer {key} failed")
 
     # -- offsets ------------------------------------------------------------------------
 
@@ -470,7 +317,7 @@ class CoordinatorShard:
     ) -> tuple[list[ErrorCode], Awaitable[Any] | None]:
         """OC-3..OC-7; returns one error per commit, in order, and the durability wait.
 
-        `batched`: the caller will call `service.flush_appends()` before answering, so the
+        `batched`: the caller will call `runtime.flush_appends()` before answering, so the
         records are enqueued to be appended with other commits rather than appended now.
         Commits are (topic, (partition, offset, leader epoch, commit timestamp, metadata)) tuples
         (CommitPartition or the plain tuples of the compiled decoder alike): this is the hot
@@ -518,7 +365,7 @@ class CoordinatorShard:
         if self.pending_txn:
             # TX-4 precedence: these records land at or after the log end (enqueued ones are
             # appended before any later transactional write), which orders them against pending offsets.
-            at = self.log_.log_end_offset
+            at = self.context.log_end_offset
             for topic, partition, _value in applied:
                 self.plain_commit_offsets[(group_id, topic, partition)] = at
         if batched:
@@ -526,9 +373,10 @@ class CoordinatorShard:
             if size > self.max_batch_bytes:
                 raise CoordinatorError(ErrorCode.MESSAGE_TOO_LARGE)  # GE-3, as write() checks
             waiter = None
-            if not self._pending:
-                self.service.mark_dirty(self)
-            self._pending.append((records, size))  # enqueue(), inlined
+            context = self.context
+            if not context.pending:
+                context.runtime.mark_dirty(context)
+            context.pending.append((records, size))  # context.enqueue(), inlined
         else:
             waiter = self.write(records, replay=False)
         # The records are in the log: apply them as replay() would (apply_offset_commit: the
@@ -661,14 +509,16 @@ class CoordinatorShard:
                     records.append((orec.offset_commit_key(group_id, topic, p), None))
         if records and self.state is ShardState.ACTIVE:
             self.service.stats.offset_deletions += len(records)
-            self.write_chunked(records)
+            self.context.apply(CoordinatorResult(records, atomic=False))
 
     # -- expiry (OR-1..OR-4) ------------------------------------------------------------
 
     def _schedule_expiration(self) -> None:
         self.timers.schedule(GROUP_EXPIRATION_KEY, self.config.offsets_retention_check_interval_ms, self.cleanup_group_metadata)
 
-    def cleanup_group_metadata(self) -> int:
+    def cleanup_group_metadata(self) -> CoordinatorResult[int]:
+        """OR-1..OR-4, every offsets.retention.check.interval.ms: the tombstones of expired offsets
+        and of groups left empty, written by the timer (several batches when there are many)."""
         records: list[Record] = []
         for group_id in list(self.groups):
             if self._cleanup_expired_offsets(group_id, records):
@@ -681,8 +531,7 @@ class CoordinatorShard:
         self._schedule_expiration()
         if records:
             log.info("expired offsets and groups", partition=self.partition, tombstones=len(records))
-            self.write_chunked(records)
-        return len(records)
+        return CoordinatorResult(records, len(records), atomic=False)
 
     def _cleanup_expired_offsets(self, group_id: str, records: list[Record]) -> bool:
         """True if the group has no offsets left after this pass (OR-4)."""

@@ -46,7 +46,7 @@ from prometheus_client.registry import Collector
 from broker.coordinator.classic import GroupState
 from broker.metrics.requests import error_name
 from broker.metrics.stats import REQUEST_BUCKETS, Histogram
-from broker.registry import REGISTRY
+from broker.network.registry import REGISTRY
 from protocol.apis import message_name
 
 if TYPE_CHECKING:
@@ -283,7 +283,7 @@ class KafletCollector(Collector):
         )
         for shard in shards:
             if shard.state.value != "loading":
-                per_shard.add_metric([str(shard.partition)], shard.load_ms / 1000)
+                per_shard.add_metric([str(shard.partition)], shard.context.load_ms / 1000)
         yield per_shard
         total = GaugeMetricFamily(
             "kaflet_coordinator_load_seconds", "Time to load every coordinator shard at start-up (0 until all are loaded)."

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from storage.offsets_records import committed_offset
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.metrics.source import MetricsSource
 
 _ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
 
@@ -62,7 +62,7 @@ def _header(out: list[str], name: str, help_text: str, kind: str = "gauge") -> N
     out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
 
 
-def render(broker: Broker, group_metrics: bool = True) -> str:
+def render(broker: MetricsSource, group_metrics: bool = True) -> str:
     """The kafka_* families in Prometheus text format 0.0.4."""
     out: list[str] = []
     node = str(broker.config.node_id)
@@ -124,7 +124,7 @@ def render(broker: Broker, group_metrics: bool = True) -> str:
     return "".join(out)
 
 
-def _render_groups(broker: Broker, watermarks: dict[str, list[int | None]], out: list[str]) -> None:
+def _render_groups(broker: MetricsSource, watermarks: dict[str, list[int | None]], out: list[str]) -> None:
     coordinator = broker.coordinator
     members: list[str] = []
     current: list[str] = []

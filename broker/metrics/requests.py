@@ -17,13 +17,13 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from broker.logging import summarize
 from broker.metrics.errors import WALKERS, error_codes
 from broker.metrics.stats import REQUEST_BUCKETS, Histogram
+from broker.node.logging import summarize
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.context import RequestContext
+    from broker.network.context import RequestContext
 
 Observer = Callable[["RequestContext", Any, float], None]
 KnownObserver = Callable[[int, int, float], None]  # (api key, version, started): a fast-path answer

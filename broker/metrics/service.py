@@ -25,7 +25,7 @@ from broker.metrics.requests import RequestMetrics
 from broker.metrics.stats import REBALANCE_BUCKETS, STORAGE_BUCKETS, Histogram
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.metrics.source import MetricsSource
 
 log = structlog.get_logger("kaflet.metrics")
 
@@ -46,7 +46,7 @@ def version() -> str:
 
 
 class MetricsService:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: MetricsSource) -> None:
         self.broker = broker
         self.config = broker.config
         self.requests = RequestMetrics()

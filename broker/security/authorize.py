@@ -16,7 +16,7 @@ from broker.security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperatio
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.context import RequestContext
+    from broker.network.context import RequestContext
 
 audit = structlog.get_logger("kaflet.authorizer")
 

@@ -30,12 +30,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.config_types import ConfigError, ConfigType, invalid
+from broker.config.types import ConfigError, ConfigType, invalid
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.config import Config
+    from broker.network.limits import ConnectionLimits
+    from broker.security.listeners import Listener
+    from broker.security.service import Security
+
+
+class SecuredNode(Protocol):
+    """What dynamic security configs change of a node: its listeners, security and connection limits."""
+
+    config: Config
+    listeners: list[Listener]
+    security: Security
+    limits: ConnectionLimits
 
 LISTENER_PREFIX = re.compile(r"listener\.name\.([^.]*)\.(.*)\Z")
 SSL_MATERIAL = frozenset(
@@ -140,7 +152,7 @@ def parse_overrides(text: str, name: str = "max.connections.per.ip.overrides") -
     return out
 
 
-def guard(broker: Broker, effective: Mapping[str, str]) -> None:
+def guard(broker: SecuredNode, effective: Mapping[str, str]) -> None:
     """Refuse a set of effective dynamic values that would refuse every connection."""
     listeners = broker.listeners
     exempt = {n.upper() for n in [broker.config.inter_broker_listener_name] if n}
@@ -165,7 +177,7 @@ def guard(broker: Broker, effective: Mapping[str, str]) -> None:
         raise ConfigError("every listener's max.connections would be 0: every connection would be refused")
 
 
-def apply(broker: Broker, effective: Mapping[str, str]) -> None:
+def apply(broker: SecuredNode, effective: Mapping[str, str]) -> None:
     """Make the effective security values take effect (new connections and handshakes)."""
     security = broker.security
     config = broker.config

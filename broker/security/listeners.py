@@ -20,13 +20,15 @@ import asyncio
 import re
 import ssl
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 if TYPE_CHECKING:
+    import asyncio
+
     from broker.config import Config
-    from broker.server import Broker
+    from broker.security.service import Security
 
 log = structlog.get_logger("kaflet.broker")
 
@@ -35,6 +37,18 @@ DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 _WILDCARDS = ("", "0.0.0.0", "::")
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)$")
+
+
+class ListeningNode(Protocol):
+    """What binding a node's listeners uses of it: the services its connections get (a
+    ConnectionOwner), its listeners and security, and where the bound servers and port go."""
+
+    config: Config
+    listeners: list[Listener]
+    security: Security
+    _servers: list[asyncio.base_events.Server]
+    bound_port: int
+    bound_hosts: list[str]
 
 
 class ListenerError(ValueError):
@@ -191,10 +205,10 @@ def first_plaintext(listeners: list[Listener]) -> Listener:
     return listeners[0]
 
 
-async def bind(broker: Broker, port: int | None = None) -> None:
+async def bind(broker: ListeningNode, port: int | None = None) -> None:
     """Bind every listener's sockets (not serving yet). `port` re-binds the first listener's
     bound port after chaos took the broker down (the others keep theirs)."""
-    from broker.connection import KafkaConnection
+    from broker.network.connection import KafkaConnection
 
     loop = asyncio.get_running_loop()
     listeners = broker.listeners

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from broker.datadir import write_atomic
+from broker.node.datadir import write_atomic
 
 log = structlog.get_logger("kaflet.security")
 

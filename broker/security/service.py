@@ -16,7 +16,7 @@ from broker.security.principal import ANONYMOUS, KafkaPrincipal, SslPrincipalMap
 
 if TYPE_CHECKING:
     from broker.config import Config
-    from broker.connection import KafkaConnection
+    from broker.network.connection import KafkaConnection
     from broker.security.acl_store import AclStore
     from broker.security.authorizer import StandardAuthorizer
     from broker.security.scram_store import ScramStore

@@ -1,7 +1,8 @@
 """The transaction coordinator: `__transaction_state` and the state machine of Kafka's
 TransactionCoordinator, for Transaction V1 clients (the protocol every client here speaks).
 
-Routing: p(transactional id) = Utils.abs(id.hashCode()) % N over `__transaction_state`
+It is a user of the coordinator runtime (broker/runtime/), as the group coordinator is:
+p(transactional id) = Utils.abs(id.hashCode()) % N over `__transaction_state`
 (N = --transaction-state-partitions, CO-4), one TxnShard per partition, loaded in the
 background after start; until loaded its ids answer COORDINATOR_LOAD_IN_PROGRESS.
 
@@ -26,15 +27,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.internal_topic import ensure_internal_topic, load_in_turn
-from broker.coordinator.shard import ShardState
-from broker.topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, Topic
+from broker.runtime.errors import CoordinatorError, map_append_error
+from broker.runtime.result import CoordinatorResult
+from broker.runtime.runtime import InternalTopic, RuntimeServices
+from broker.runtime.service import CoordinatorService
+from broker.topics.catalog import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from broker.txn.metadata import (
     COMPLETED,
     MAX_EPOCH,
@@ -44,14 +46,16 @@ from broker.txn.metadata import (
     TxnState,
     epoch_exhausted,
 )
-from broker.txn.shard import TxnShard
+from broker.txn.shard import TxnShard, record_of
 from protocol import records as rec
 from protocol.errors import ErrorCode
 from protocol.javahash import partition_for
 from storage.errors import InvalidProducerEpoch, LogError
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.config import Config
+    from broker.runtime.context import CoordinatorContext
+    from broker.txn.producer_ids import ProducerIdManager
 
 log = structlog.get_logger("kaflet.txn")
 
@@ -59,80 +63,91 @@ MARKER_RETRY_MS = 500
 Waits = list[Awaitable[Any]]
 
 
+class TransactionParticipant(Protocol):
+    """A coordinator whose internal topic takes a transaction's markers through it, so that its
+    shard replays them (the group coordinator: transactional offsets, RL-2)."""
+
+    @property
+    def active(self) -> bool: ...
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> Awaitable[Any] | None: ...
+
+
+class AppendFaults(Protocol):
+    """The fault injector's disk faults (broker/network/faults.py), checked before a marker is written."""
+
+    @property
+    def append_rules(self) -> list[Any]: ...
+
+    def check_append(self, topic: str, partition: int) -> None: ...
+
+
+@dataclasses.dataclass
 class TxnStats:
     """Counters the metrics endpoint reads."""
 
-    def __init__(self) -> None:
-        self.committed = 0
-        self.aborted = 0
-        self.timed_out = 0
-        self.expired_ids = 0
-        self.fenced = 0
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+    expired_ids: int = 0
+    fenced: int = 0
 
 
-class TransactionCoordinator:
-    topic_name = TRANSACTION_TOPIC
+def transaction_state_topic(config: Config) -> InternalTopic:
+    """`__transaction_state` as Kafka makes it: compacted, uncompressed, transaction.state.log.segment.bytes."""
+    configs = {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "segment.bytes": str(config.transaction_state_log_segment_bytes),
+    }
+    return InternalTopic(
+        TRANSACTION_TOPIC,
+        config.transaction_state_partitions,
+        configs,
+        "--transaction-state-partitions",
+        "every transactional id starts afresh",
+    )
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.num_partitions = broker.config.transaction_state_partitions
-        self.shards: list[TxnShard] = []
-        self.active = False
+
+class TransactionCoordinator(CoordinatorService[TxnShard]):
+    label = "transaction coordinator"
+
+    def __init__(
+        self,
+        config: Config,
+        services: RuntimeServices,
+        *,
+        producer_ids: ProducerIdManager,
+        participants: Mapping[str, TransactionParticipant],
+        faults: AppendFaults,
+    ) -> None:
+        """`participants`: internal topics whose markers their own coordinator writes (`__consumer_offsets`);
+        markers to other partitions go to their logs through the runtime's writer (`services.writer`)."""
+        super().__init__(transaction_state_topic(config), services)
+        self.config = config
+        self.logs = services.writer
+        self.clock = services.clock
+        self.producer_ids = producer_ids
+        self.participants = participants
+        self.faults = faults
         self.stats = TxnStats()
-        self.loaded = asyncio.Event()
-        self.load_ms = 0.0
-        self._load_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+
+    def build_shard(self, context: CoordinatorContext[TxnShard]) -> TxnShard:
+        return TxnShard(self, context)
+
+    def describe_load(self, shards: list[TxnShard]) -> dict[str, Any]:
+        return {"transactional_ids": sum(len(s.txns) for s in shards)}
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.broker.topics.on_deleted.append(self._on_topic_deleted)
-        self.active = True
-        self._create_shards()
+        super().start()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._every(self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms, self.abort_timed_out)),
             loop.create_task(self._every(self.config.transaction_remove_expired_transaction_cleanup_interval_ms, self.expire_ids)),
         ]
-
-    def _create_shards(self) -> None:
-        ensure_internal_topic(
-            self.broker.topics,
-            TRANSACTION_TOPIC,
-            self.num_partitions,
-            {
-                "cleanup.policy": "compact",
-                "compression.type": "uncompressed",
-                "segment.bytes": str(self.config.transaction_state_log_segment_bytes),
-            },
-            "--transaction-state-partitions",
-        )
-        self.shards = [TxnShard(self, p) for p in range(self.num_partitions)]
-        self.loaded.clear()
-        self._load_task = asyncio.get_running_loop().create_task(self._load_all())
-
-    @property
-    def topic_missing(self) -> bool:
-        return self.broker.topics.get(TRANSACTION_TOPIC) is None
-
-    def recreate_topic(self) -> None:
-        """CO-7 for TRANSACTION keys: a deleted `__transaction_state` is created again, empty."""
-        if self.active and self.topic_missing:
-            log.warning("re-creating deleted __transaction_state; every transactional id starts afresh")
-            self._create_shards()
-
-    async def _load_all(self) -> None:
-        self.load_ms = await load_in_turn(self.shards)
-        self.loaded.set()
-        log.info(
-            "transaction coordinator loaded",
-            shards=len(self.shards),
-            failed=[s.partition for s in self.shards if s.state is ShardState.FAILED],
-            transactional_ids=sum(len(s.txns) for s in self.shards),
-            load_ms=round(self.load_ms, 1),
-        )
 
     def on_shard_loaded(self, shard: TxnShard) -> None:
         """Transactions caught between their Prepare record and their Complete record by a
@@ -146,15 +161,7 @@ class TransactionCoordinator:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        if self._load_task is not None and not self._load_task.done():
-            self._load_task.cancel()
-            try:
-                await self._load_task
-            except (asyncio.CancelledError, Exception):
-                pass
-        self.active = False
-        for shard in self.shards:
-            shard.unload()
+        await super().stop()
 
     async def _every(self, interval_ms: int, fn: Any) -> None:
         while True:
@@ -164,40 +171,11 @@ class TransactionCoordinator:
             except Exception:
                 log.error("transaction coordinator task failed", task=getattr(fn, "__name__", str(fn)), exc_info=True)
 
-    def _on_topic_deleted(self, topic: Topic) -> None:
-        if topic.name == TRANSACTION_TOPIC:
-            if self._load_task is not None:
-                self._load_task.cancel()
-            for shard in self.shards:
-                shard.unload()
-
-    @property
-    def all_loaded(self) -> bool:
-        return bool(self.shards) and all(s.state is ShardState.ACTIVE for s in self.shards)
-
-    def active_shards(self) -> list[TxnShard]:
-        return [s for s in self.shards if s.state is ShardState.ACTIVE]
-
     def open_transactions(self) -> int:
         return sum(1 for s in self.active_shards() for m in s.txns.values() if m.state is TxnState.ONGOING)
 
-    # -- routing --------------------------------------------------------------------------
-
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
-
-    def shard_for(self, transactional_id: str) -> TxnShard:
-        if not self.active or not self.shards:
-            raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        shard = self.shards[self.partition_for(transactional_id)]
-        if shard.state is ShardState.ACTIVE:
-            return shard
-        if shard.state is ShardState.LOADING:
-            raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
-
     def now_ms(self) -> int:
-        return self.broker.clock.now_ms()
+        return self.clock.now_ms()
 
     # -- InitProducerId -------------------------------------------------------------------
 
@@ -215,7 +193,7 @@ class TransactionCoordinator:
         expected = expected_pid != NO_PRODUCER_ID
         meta = shard.txns.get(transactional_id)
         if meta is None:
-            meta = TxnMetadata(transactional_id, self.broker.producer_ids.next_id(), NO_PRODUCER_EPOCH, timeout_ms, TxnState.EMPTY)
+            meta = TxnMetadata(transactional_id, self.producer_ids.next_id(), NO_PRODUCER_EPOCH, timeout_ms, TxnState.EMPTY)
             meta.last_update_ms = now
         if expected and not (
             meta.producer_epoch == NO_PRODUCER_EPOCH
@@ -234,7 +212,7 @@ class TransactionCoordinator:
             try:
                 waits = self._end(shard, meta, commit=False, epoch=meta.producer_epoch + 1)
             except CoordinatorError as exc:
-                return exc.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, []
+                return map_append_error(exc.code), NO_PRODUCER_ID, NO_PRODUCER_EPOCH, []
             return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, waits
         if state not in COMPLETED:
             raise RuntimeError(f"transactional id {transactional_id!r} in unexpected state {state.name}")
@@ -246,7 +224,7 @@ class TransactionCoordinator:
         last_pid = meta.last_producer_id
         if epoch_exhausted(meta.producer_epoch) and (not expected or expected_epoch == meta.producer_epoch):
             last_pid = meta.producer_id
-            new.producer_id = self.broker.producer_ids.next_id()
+            new.producer_id = self.producer_ids.next_id()
             new.producer_epoch = 0
             last_epoch = meta.producer_epoch if expected else NO_PRODUCER_EPOCH
         elif not expected:
@@ -262,7 +240,7 @@ class TransactionCoordinator:
         try:
             waiter = shard.write(new)
         except CoordinatorError as exc:
-            return exc.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, []
+            return map_append_error(exc.code), NO_PRODUCER_ID, NO_PRODUCER_EPOCH, []
         stored = shard.txns[transactional_id]
         stored.last_producer_epoch = last_epoch
         stored.last_producer_id = last_pid if last_pid != stored.producer_id else NO_PRODUCER_ID
@@ -272,35 +250,45 @@ class TransactionCoordinator:
 
     def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int) -> tuple[TxnShard, TxnMetadata]:
         shard = self.shard_for(transactional_id)
+        return shard, self._current(shard, transactional_id, producer_id, producer_epoch)
+
+    @staticmethod
+    def _current(shard: TxnShard, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
+        """The id's metadata, if `producer_id` at `producer_epoch` is its current producer."""
         meta = shard.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise CoordinatorError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if meta.producer_epoch != producer_epoch:
             raise CoordinatorError(ErrorCode.PRODUCER_FENCED)
-        return shard, meta
+        return meta
 
     def add_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: set[tuple[str, int]]
     ) -> tuple[ErrorCode, Waits]:
         try:
-            shard, meta = self._checked(transactional_id, producer_id, producer_epoch)
+            code, waiter = self.runtime.write(
+                transactional_id, self._add_partitions, transactional_id, producer_id, producer_epoch, partitions
+            )
         except CoordinatorError as exc:
-            return exc.code, []
+            return map_append_error(exc.code), []  # as Kafka's TransactionStateManager maps a failed append (GE-3)
+        return code, [waiter] if waiter is not None else []
+
+    def _add_partitions(
+        self, shard: TxnShard, transactional_id: str, producer_id: int, producer_epoch: int, partitions: set[tuple[str, int]]
+    ) -> CoordinatorResult[ErrorCode]:
+        """The operation of AddPartitionsToTxn (and AddOffsetsToTxn) on the id's shard: the Ongoing record."""
+        meta = self._current(shard, transactional_id, producer_id, producer_epoch)
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return ErrorCode.CONCURRENT_TRANSACTIONS, []
+            return CoordinatorResult(response=ErrorCode.CONCURRENT_TRANSACTIONS)
         if meta.state is TxnState.ONGOING and partitions <= meta.partitions:
-            return ErrorCode.NONE, []
+            return CoordinatorResult(response=ErrorCode.NONE)
         now = self.now_ms()
         new = dataclasses.replace(meta, partitions=meta.partitions | partitions, pending_markers=set())
         if meta.state is not TxnState.ONGOING:
             new.start_ms = now
         new.state = TxnState.ONGOING
         new.last_update_ms = now
-        try:
-            waiter = shard.write(new)
-        except CoordinatorError as exc:
-            return exc.code, []
-        return ErrorCode.NONE, [waiter] if waiter is not None else []
+        return CoordinatorResult([record_of(new)], ErrorCode.NONE)
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> tuple[ErrorCode, Waits]:
         partition = partition_for(group_id, self.config.offsets_partitions)
@@ -333,7 +321,7 @@ class TransactionCoordinator:
             try:
                 return ErrorCode.NONE, self._end(shard, meta, commit)
             except CoordinatorError as exc:
-                return exc.code, []
+                return map_append_error(exc.code), []
         if state is TxnState.COMPLETE_COMMIT:
             return (ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE), []
         if state is TxnState.COMPLETE_ABORT:
@@ -379,7 +367,7 @@ class TransactionCoordinator:
         meta.pending_markers = failed
         tid = meta.transactional_id
         if failed:
-            shard.timers.schedule(f"markers:{tid}", MARKER_RETRY_MS, lambda: self._retry_markers(shard, tid, commit))
+            shard.context.timer.schedule(f"markers:{tid}", MARKER_RETRY_MS, lambda: self._retry_markers(shard, tid, commit))
             return waits
         done = dataclasses.replace(meta, partitions=set(), pending_markers=set())
         done.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
@@ -388,7 +376,7 @@ class TransactionCoordinator:
             waiter = shard.write(done)
         except CoordinatorError:
             meta.pending_markers = set()
-            shard.timers.schedule(f"markers:{tid}", MARKER_RETRY_MS, lambda: self._retry_markers(shard, tid, commit))
+            shard.context.timer.schedule(f"markers:{tid}", MARKER_RETRY_MS, lambda: self._retry_markers(shard, tid, commit))
             return waits
         if waiter is not None:
             waits.append(waiter)
@@ -405,24 +393,23 @@ class TransactionCoordinator:
             self._send_markers(shard, meta, commit)
 
     def _write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> Awaitable[Any] | None:
-        broker = self.broker
-        if topic == OFFSETS_TOPIC:
-            groups = broker.coordinator
-            if groups is None or not groups.active or not 0 <= partition < len(groups.shards):
+        participant = self.participants.get(topic)
+        if participant is not None:  # `__consumer_offsets`: its shard replays the marker (RL-2)
+            if not participant.active:
                 raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            return groups.shards[partition].write_txn_marker(producer_id, producer_epoch, commit)
-        plog = broker.logs.get(topic, partition)
+            return participant.complete_transaction(partition, producer_id, producer_epoch, commit)
+        plog = self.logs.get(topic, partition)
         if plog is None or plog.closed:
             return None  # the topic is gone: nothing to mark (Kafka drops such markers too)
-        if broker.faults.append_rules:
-            broker.faults.check_append(topic, partition)
+        if self.faults.append_rules:
+            self.faults.check_append(topic, partition)
         batch = rec.build_control_batch(commit, producer_id, producer_epoch, 0, timestamp_ms=self.now_ms())
         try:
             plog.append(batch)
         except InvalidProducerEpoch as exc:
             log.warning("dropping a marker older than the partition's producer epoch", topic=topic, partition=partition, error=str(exc))
             return None
-        return broker.logs.wait_durable(plog)
+        return self.logs.wait_durable(plog)
 
     # -- timers ---------------------------------------------------------------------------
 

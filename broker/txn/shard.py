@@ -1,76 +1,53 @@
-"""One partition of `__transaction_state` and the transactional ids that hash to it.
+"""One partition of `__transaction_state` and the transactional ids that hash to it, on the
+coordinator runtime (broker/runtime/).
 
-As with the group coordinator's shards, a state change is a record: `write()` appends it and
-applies it with the same `replay()` that rebuilds the shard at load, so what the live shard
-holds is what a restart rebuilds (apart from the in-memory fields Kafka does not persist
-either: the previous epoch used for KIP-360 retries).
+As with the group coordinator's shards, a state change is a record: `write()` goes through the
+runtime, which appends it and applies it with the same `replay()` that rebuilds the shard at
+load, so what the live shard holds is what a restart rebuilds (apart from the in-memory fields
+Kafka does not persist either: the previous epoch used for KIP-360 retries).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.coordinator.errors import CoordinatorError
-from broker.coordinator.loader import batch_records
-from broker.coordinator.shard import ShardState
-from broker.coordinator.timers import Timers
 from broker.txn.metadata import TxnMetadata
-from protocol import records as rec
-from protocol.errors import ErrorCode
 from storage import txn_log_records as trec
-from storage.errors import LogError
 
 if TYPE_CHECKING:
+    from broker.runtime.context import CoordinatorContext
     from broker.txn.coordinator import TransactionCoordinator
 
 log = structlog.get_logger("kaflet.txn")
 
+Record = tuple[bytes, bytes | None]
+
+
+def record_of(meta: TxnMetadata) -> Record:
+    """`meta`'s current image as its `__transaction_state` record."""
+    return trec.key(meta.transactional_id), trec.value(meta.to_value())
+
 
 class TxnShard:
-    def __init__(self, service: TransactionCoordinator, partition: int) -> None:
+    def __init__(self, service: TransactionCoordinator, context: CoordinatorContext[TxnShard]) -> None:
         self.service = service
-        self.partition = partition
-        self.state = ShardState.LOADING
-        self.log_ = service.broker.logs.get(service.topic_name, partition)
+        self.context = context  # its timer and writes (broker/runtime/context.py)
         self.txns: dict[str, TxnMetadata] = {}
-        self.timers = Timers(lambda: self.state is ShardState.ACTIVE)
-        self.loaded_records = 0
-        self.load_ms = 0.0
-
-    def now_ms(self) -> int:
-        return self.service.broker.clock.now_ms()
+        self.partition = context.partition
 
     # -- writing and replaying ----------------------------------------------------------
 
     def write(self, meta: TxnMetadata) -> Awaitable[Any] | None:
         """Persist `meta`'s current image (one record) and replay it; the durability wait."""
-        return self._write([(trec.key(meta.transactional_id), trec.value(meta.to_value()))])
+        return self.context.write([record_of(meta)])
 
     def write_tombstone(self, transactional_id: str) -> Awaitable[Any] | None:
-        return self._write([(trec.key(transactional_id), None)])
+        return self.context.write([(trec.key(transactional_id), None)])
 
-    def _write(self, records: list[tuple[bytes, bytes | None]]) -> Awaitable[Any] | None:
-        if self.state is not ShardState.ACTIVE:
-            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
-        batch = rec.build_batch(records, timestamp_ms=self.now_ms())
-        broker = self.service.broker
-        try:
-            if broker.faults.append_rules:
-                broker.faults.check_append(self.service.topic_name, self.partition)
-            self.log_.append(batch)
-        except (OSError, LogError) as exc:
-            log.error("cannot append to __transaction_state", partition=self.partition, error=str(exc))
-            raise CoordinatorError(ErrorCode.NOT_COORDINATOR) from exc
-        for key, value in records:
-            self.replay(key, value)
-        return broker.logs.wait_durable(self.log_)
-
-    def replay(self, key: bytes, value: bytes | None) -> None:
+    def replay(self, key: bytes, value: bytes | None, offset: int = -1, producer_id: int = -1) -> None:
         """Apply one record, at load and after each write."""
         if len(key) >= 2 and key[0] == 0 and key[1] > trec.KEY_VERSION:
             log.warning("skipping a record of unknown type", partition=self.partition, record_type=key[1])
@@ -86,34 +63,13 @@ class TxnShard:
         else:
             meta.apply(parsed)
 
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        """`__transaction_state` holds no transactional batches: nothing to complete."""
+
     # -- load and unload ----------------------------------------------------------------
 
-    async def load(self) -> None:
-        started = time.monotonic()
-        count = 0
-        since_yield = 0
-        try:
-            for buf, pos, header in self.log_.iter_batches():
-                if header.is_control:
-                    continue
-                for _offset, key, value in batch_records(buf, pos, header):
-                    if key is None:
-                        raise trec.TxnRecordError("transaction log record without a key")
-                    self.replay(key, value)
-                    count += 1
-                since_yield += header.size
-                if since_yield >= 1024 * 1024:
-                    since_yield = 0
-                    await asyncio.sleep(0)
-        except Exception:
-            self.state = ShardState.FAILED
-            log.error("failed to load transaction coordinator shard", partition=self.partition, exc_info=True)
-            raise
-        self.loaded_records = count
-        self.load_ms = (time.monotonic() - started) * 1000
-        self.state = ShardState.ACTIVE
+    def on_loaded(self) -> None:
         self.service.on_shard_loaded(self)
 
-    def unload(self) -> None:
-        self.state = ShardState.UNLOADED
-        self.timers.cancel_all()
+    def on_unloaded(self) -> None:
+        """Nothing parks on a transaction coordinator shard (its answers never wait for an event)."""

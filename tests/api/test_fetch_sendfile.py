@@ -1,4 +1,4 @@
-"""Fetch record sets sent with sendfile from the segment files (broker/connection.py): the bytes a
+"""Fetch record sets sent with sendfile from the segment files (broker/network/connection.py): the bytes a
 client receives are those of the pread path, also when the socket is full mid-range, when the
 segment is deleted while a range waits, across segment boundaries, for read_committed, and when
 a black hole or injected latency holds the answer."""

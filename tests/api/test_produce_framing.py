@@ -1,4 +1,4 @@
-"""The read side of a connection (broker/connection.py): a request frame decodes whatever pieces
+"""The read side of a connection (broker/network/connection.py): a request frame decodes whatever pieces
 it arrives in; frames of 64 KiB and more are read straight into buffers of their own (a Produce
 is then appended from that buffer without a copy); pipelined requests are answered in order,
 also when a handler parks (an fsync under --fsync always) while more frames queue behind it.
@@ -18,8 +18,9 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataRequest
 
-from broker import Broker, Config, connection
-from broker.connection import _DIRECT_AT, KafkaConnection
+from broker import Broker, Config
+from broker.network import connection
+from broker.network.connection import _DIRECT_AT, KafkaConnection
 from protocol import records as r
 from protocol.apis import MESSAGE_CLASSES, ApiKey
 from tests.support import data as d

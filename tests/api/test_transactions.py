@@ -444,3 +444,15 @@ async def test_the_transaction_state_partition_count_is_fixed(make_config: Calla
     with pytest.raises(RuntimeError, match="--transaction-state-partitions"):
         async with serving(make_config(transaction_state_partitions=4)):
             pass
+
+
+async def test_a_transaction_whose_state_record_is_over_the_topics_limit_is_refused(make_config: Callable[..., Config]) -> None:
+    """`__transaction_state` takes batches up to its max.message.bytes, as `__consumer_offsets`
+    does; Kafka's TransactionStateManager answers MESSAGE_TOO_LARGE as UNKNOWN_SERVER_ERROR."""
+    async with serving(make_config(message_max_bytes=2048)) as served:
+        broker = served.broker
+        broker.topics.create("t", 600)
+        p = await producer(broker, await served.connect(), "tx-big")
+        assert set((await p.add({"t": list(range(600))})).values()) == {E.UNKNOWN_SERVER_ERROR}
+        assert broker.txn is not None and broker.txn.shard_for("tx-big").txns["tx-big"].state is TxnState.EMPTY
+        assert await p.add({"t": [0, 1]}) == {("t", 0): 0, ("t", 1): 0}

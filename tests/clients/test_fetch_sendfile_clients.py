@@ -1,4 +1,4 @@
-"""Real consumers read large records answered with sendfile (broker/connection.py): every byte
+"""Real consumers read large records answered with sendfile (broker/network/connection.py): every byte
 arrives, in order, through answers of tens of MB that fill the socket mid-range, and across
 segment boundaries (segment.bytes 1 MiB)."""
 

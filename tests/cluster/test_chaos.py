@@ -1,4 +1,4 @@
-"""Chaos operations on one broker (broker/cluster/chaos.py, broker/faults.py) over real sockets:
+"""Chaos operations on one broker (broker/cluster/chaos.py, broker/network/faults.py) over real sockets:
 per-request rules, librdkafka-style error stacks, latency, black holes, down and up, list and clear."""
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ async def test_group_configs(make_config: Callable[..., Config]) -> None:
 
 
 def test_alter_configs_is_advertised(broker: Broker) -> None:
-    from broker.registry import served
+    from broker.network.registry import served
 
     keys = {k: (lo, hi) for k, lo, hi in served()}
     assert keys[33] == (0, 2) and keys[44] == (0, 1)

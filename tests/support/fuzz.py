@@ -38,7 +38,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 import broker.apis  # noqa: F401  (registers every API)
-from broker.registry import REGISTRY
+from broker.network.registry import REGISTRY
 from protocol.apis import ApiKey
 from tests.support.schema_strategies import message
 

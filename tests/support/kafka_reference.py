@@ -31,7 +31,7 @@ from tests.support.jvm import JvmUnavailable, classpath, java_binary
 KAFKA_VERSION = "4.4.0"
 ARTIFACT = "kafka-broker"
 
-# kaflet's defaults that differ from Kafka's (broker/config.py KAFKA_DEFAULTS), as Kafka names them.
+# kaflet's defaults that differ from Kafka's (broker/config/flags.py KAFKA_DEFAULTS), as Kafka names them.
 KAFLET_GROUP_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "group.consumer.heartbeat.interval.ms": "250",

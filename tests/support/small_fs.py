@@ -1,5 +1,5 @@
 """A disk that can be filled to the last byte: a tmpfs mounted with `size=` where the machine
-allows (root, mount permitted), else ENOSPC injected through the storage layer (broker/faults.py).
+allows (root, mount permitted), else ENOSPC injected through the storage layer (broker/network/faults.py).
 
 Which of the two a run uses is decided once (`mechanism()`, by mounting a 1 MB tmpfs;
 KAFLET_TEST_DISK=injected-enospc chooses injection) and is never silent: the full-disk tests are parametrized with it, so their ids end in `[tmpfs]` or

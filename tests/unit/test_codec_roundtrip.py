@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
 
 import broker.apis  # noqa: F401  (registers every API)
-from broker.registry import REGISTRY
+from broker.network.registry import REGISTRY
 from protocol import kip848
 from tests.support.schema_strategies import message
 from tests.unit.test_wire import API_VERSIONS

@@ -10,7 +10,7 @@ from typing import Any
 from kafka.protocol.consumer import OffsetCommitResponse
 
 from broker import Broker
-from broker.coordinator.errors import AppendsFailed
+from broker.runtime.errors import AppendsFailed
 from protocol import records as rec
 from protocol.errors import ErrorCode
 from tests.support import groups as g
@@ -19,7 +19,7 @@ from tests.support.waiting import async_wait_until
 
 def _batches(broker: Broker, group: str) -> list[rec.BatchHeader]:
     shard = broker.coordinator.shard_for(group)
-    return [header for _, _, header in shard.log_.iter_batches()]
+    return [header for _, _, header in shard.context.log.iter_batches()]
 
 
 async def test_pipelined_commits_share_one_batch(raw: Any, broker: Broker) -> None:
@@ -133,7 +133,7 @@ async def test_commits_of_a_shard_unloaded_before_the_turn_ends_are_not_acknowle
     commit = ("t", (0, 5, -1, -1, None))
     codes, waiter = shard.commit_offsets("unloaded", -1, "", None, -1, 8, [commit], batched=True)
     assert codes == [ErrorCode.NONE] and waiter is None
-    shard.unload()
+    shard.context.unload()
     try:
         coordinator.flush_appends()
     except AppendsFailed as exc:

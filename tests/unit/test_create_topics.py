@@ -9,7 +9,7 @@ from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from broker import Broker
-from broker.config_types import ConfigSource
+from broker.config.types import ConfigSource
 from protocol.errors import ErrorCode
 
 _Topic = CreateTopicsRequest.CreatableTopic

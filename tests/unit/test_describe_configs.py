@@ -8,8 +8,8 @@ import pytest
 from kafka.protocol.admin import DescribeConfigsRequest
 
 from broker import Broker
-from broker.config_types import ConfigSource, ConfigType
-from broker.topic_configs import TOPIC_CONFIGS
+from broker.config.topic_configs import TOPIC_CONFIGS
+from broker.config.types import ConfigSource, ConfigType
 from protocol.errors import ErrorCode
 from tests.support.raw_client import RawClient
 
@@ -114,7 +114,7 @@ async def test_broker_configs(raw: Any, broker: Broker, version: int) -> None:
     }
     assert {name: configs[name].value for name in expected} == expected
     # The configs kaflet changes at run time (AlterConfigs) are writable, as Kafka's dynamic ones.
-    from broker.dynamic.broker_configs import DYNAMIC
+    from broker.config.dynamic_configs import DYNAMIC
 
     assert {n for n, c in configs.items() if not c.read_only} == set(DYNAMIC)
     if version >= 1:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import broker.apis  # noqa: F401  (registers every API)
-from broker.registry import REGISTRY
+from broker.network.registry import REGISTRY
 from broker.server import serve_until_signalled
 from protocol.apis import ApiKey, LazyMessageClass, lazy_response, response_class
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Run as `kaflet serve` imports: the lean client packages, every API module and the server.
 _PROBE = """
 import sys
-from broker.lean_imports import skip_client_package_inits
+from broker.node.lean_imports import skip_client_package_inits
 skip_client_package_inits()
 import broker.apis, broker.server, broker.coordinator.service, broker.txn.coordinator
 built = sorted(m for m in sys.modules if m.startswith(("kafka.protocol.admin.", "kafka.protocol.consumer.",

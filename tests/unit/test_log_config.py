@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from broker import Broker, Config
-from broker.log_config import log_config
-from broker.topics import Topic
+from broker.config.log_config import log_config
+from broker.topics.catalog import Topic
 
 
 def test_topic_configs_override_broker_defaults(make_config: Callable[..., Config]) -> None:

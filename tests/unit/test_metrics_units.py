@@ -6,10 +6,10 @@ from kafka.protocol.consumer import FetchResponse, JoinGroupResponse, OffsetComm
 from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer import ProduceRequest
 
-from broker.logging import summarize
 from broker.metrics.errors import compile_walker, error_codes
 from broker.metrics.exporter import label_value
 from broker.metrics.stats import Histogram
+from broker.node.logging import summarize
 from tests.support.metrics import parse
 
 _OCT = OffsetCommitResponse.OffsetCommitResponseTopic

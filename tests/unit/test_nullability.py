@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import broker.apis  # noqa: F401  (registers every API)
-from broker.registry import REGISTRY
+from broker.network.registry import REGISTRY
 from protocol import commit_codec
 from protocol.nullability import NullFieldError, check
 from tests.support.schema_strategies import message

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker import Broker, Config
-from broker.coordinator.shard import CoordinatorShard
+from broker.coordinator.shard import GroupShard
 from storage import offsets_records as o
 
 GROUPS = ["g0", "g1", "g2"]
@@ -40,7 +40,7 @@ def _record(op: tuple[str, str, str, int, int]) -> tuple[bytes, bytes | None]:
     return o.group_metadata_key(group), None
 
 
-def _state(shard: CoordinatorShard) -> tuple[Any, Any]:
+def _state(shard: GroupShard) -> tuple[Any, Any]:
     offsets = {(g, t, p): v for g, topics in shard.offsets.by_group.items() for t, ps in topics.items() for p, v in ps.items()}
     groups = {g: (grp.state.value, grp.generation_id, grp.protocol_type) for g, grp in shard.groups.items()}
     return offsets, groups
@@ -57,8 +57,8 @@ def test_loaded_state_equals_record_by_record_replay(tmp_path: Path, sequence: l
             await b.coordinator.loaded.wait()
             shard = b.coordinator.shards[0]
             for i in range(0, len(records), batch):
-                shard._append(records[i : i + batch])
-            reference = CoordinatorShard(b.coordinator, 0)
+                shard.write(records[i : i + batch], replay=False)
+            reference = GroupShard(b.coordinator, shard.context)  # built over the same partition, never registered
             for key, value in records:
                 reference.replay(key, value)
             expected = _state(reference)

@@ -244,11 +244,11 @@ def test_answers_encode_alike(version: int, topic_list: list, limit: int, single
 def test_commit_records_build_alike(group: str, commits: list, now: int, expire: int, max_meta: int) -> None:
     """The records of accepted commits match the pure loop's; where metadata nears the limit
     (OC-6 counts UTF-16 units) the compiled twin leaves the decision to the pure loop."""
-    from broker.coordinator.shard import CoordinatorShard
+    from broker.coordinator.shard import GroupShard
 
     commits = [(t, cc.CommitPartition(*c)) for t, c in commits]
     built = speedups.commit_records(group, commits, now, expire, max_meta // 2)
-    records, applied, results = CoordinatorShard._commit_records_py(group, commits, now, expire, max_meta)
+    records, applied, results = GroupShard._commit_records_py(group, commits, now, expire, max_meta)
     if built is None:
         assert any(c[4] is not None and len(c[4]) > max_meta // 2 for _, c in commits)
     else:

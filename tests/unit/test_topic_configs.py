@@ -7,9 +7,9 @@ import uuid
 import pytest
 
 from broker import Config
-from broker.config_types import ConfigError, ConfigType, java_double, parse, render
-from broker.topic_configs import TOPIC_CONFIGS, effective_configs, validate_new_configs
-from broker.topics import Topic
+from broker.config.topic_configs import TOPIC_CONFIGS, effective_configs, validate_new_configs
+from broker.config.types import ConfigError, ConfigType, java_double, parse, render
+from broker.topics.catalog import Topic
 
 
 def test_effective_configs_default_to_the_broker_settings() -> None:

@@ -10,7 +10,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 
 import broker.apis  # noqa: F401  (registers every API)
 from broker import Broker
-from broker.registry import REGISTRY
+from broker.network.registry import REGISTRY
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
@@ -29,8 +29,9 @@ API_VERSIONS: dict[ApiKey, tuple[int, int, int | None]] = {
     ApiKey.HEARTBEAT: (0, 4, 4),
     ApiKey.LEAVE_GROUP: (0, 5, 4),
     ApiKey.SYNC_GROUP: (0, 5, 4),
-    ApiKey.DESCRIBE_GROUPS: (0, 5, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 6, 5),
     ApiKey.LIST_GROUPS: (0, 5, 3),
+    ApiKey.SASL_HANDSHAKE: (0, 1, None),
     ApiKey.API_VERSIONS: (0, 4, 3),
     ApiKey.CREATE_TOPICS: (0, 7, 5),
     ApiKey.DELETE_TOPICS: (0, 6, 4),
@@ -41,12 +42,18 @@ API_VERSIONS: dict[ApiKey, tuple[int, int, int | None]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4, 3),
     ApiKey.END_TXN: (0, 4, 3),
     ApiKey.TXN_OFFSET_COMMIT: (0, 5, 3),
+    ApiKey.DESCRIBE_ACLS: (1, 3, 2),
+    ApiKey.CREATE_ACLS: (1, 3, 2),
+    ApiKey.DELETE_ACLS: (1, 3, 2),
     ApiKey.DESCRIBE_CONFIGS: (0, 4, 4),
     ApiKey.ALTER_CONFIGS: (0, 2, 2),
+    ApiKey.SASL_AUTHENTICATE: (0, 2, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3, 2),
     ApiKey.DELETE_GROUPS: (0, 2, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1, 1),
     ApiKey.OFFSET_DELETE: (0, 0, None),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0, 0),

@@ -20,7 +20,7 @@ EARLIEST = "earliest"
 LATEST = "latest"
 MODES = (EARLIEST, LATEST)
 GROUP_CONFIG = "lag.aware.uncommitted"
-# Both are group configs (broker/coordinator/group_configs.py): lag.aware.uncommitted a setting, kaflet.rebalance
+# Both are group configs (broker/config/group_configs.py): lag.aware.uncommitted a setting, kaflet.rebalance
 # an action (GROUP_ACTIONS) that bumps the group epoch.
 REBALANCE_CONFIG = "kaflet.rebalance"
 

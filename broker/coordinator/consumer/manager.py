@@ -46,12 +46,12 @@ from broker.coordinator.consumer.lag import MODES as LAG_MODES
 from broker.coordinator.consumer.lag import lag_function
 from broker.coordinator.consumer.migration import Migration
 from broker.coordinator.consumer.reconcile import next_assignment
-from broker.coordinator.errors import CoordinatorError
+from broker.runtime.errors import CoordinatorError
 from protocol.errors import ErrorCode
 from storage import offsets_records as orec
 
 if TYPE_CHECKING:
-    from broker.coordinator.shard import CoordinatorShard
+    from broker.coordinator.shard import GroupShard
 
 log = structlog.get_logger("kaflet.coordinator")
 
@@ -97,7 +97,7 @@ def key_of(kind: int, group_id: str, member_id: str | None = None) -> bytes:
 
 
 class ConsumerGroupManager:
-    def __init__(self, shard: CoordinatorShard) -> None:
+    def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
         self.timers = shard.timers
         self.config = shard.config
@@ -111,13 +111,13 @@ class ConsumerGroupManager:
 
     @property
     def topics(self) -> Any:
-        return self.shard.service.broker.topics
+        return self.shard.service.topics
 
     # -- configuration --------------------------------------------------------------------
 
     def _group_config(self, group_id: str, name: str) -> int | None:
         """Per-group dynamic configs (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`,
-        set by IncrementalAlterConfigs on the GROUP resource: broker/coordinator/group_configs.py);
+        set by IncrementalAlterConfigs on the GROUP resource: broker/config/group_configs.py);
         None when the group has none, and the broker default applies (KH-11, KH-12)."""
         configs = getattr(self.shard.service, "group_configs", None)
         if configs is None:
@@ -652,7 +652,7 @@ class ConsumerGroupManager:
 
     def _lag_function(self, group_id: str, subscription: dict[str, orec.TopicMetadata]) -> Any:
         """Lag of (topic, partition) for this group (issue 13, broker/coordinator/consumer/lag.py)."""
-        return lag_function(self.shard.service.broker.logs, self.shard.offsets.of_group(group_id), self.lag_aware_uncommitted(group_id))
+        return lag_function(self.shard.service.logs, self.shard.offsets.of_group(group_id), self.lag_aware_uncommitted(group_id))
 
     def lag_aware_uncommitted(self, group_id: str) -> str:
         """`lag.aware.uncommitted` of the group (a group config), else the broker's `--lag-aware-uncommitted`."""

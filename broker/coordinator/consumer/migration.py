@@ -38,7 +38,7 @@ from broker.coordinator.consumer.embedded import (
 )
 from broker.coordinator.consumer.group import ConsumerGroup, ConsumerMember, MemberState, new_member_id
 from broker.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from broker.coordinator.errors import CoordinatorError
+from broker.runtime.errors import CoordinatorError
 from protocol.errors import ErrorCode
 from storage import offsets_records as orec
 

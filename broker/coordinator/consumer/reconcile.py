@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 
 from broker.coordinator.consumer.group import ConsumerMember, MemberState, Partitions
-from broker.coordinator.errors import CoordinatorError
+from broker.runtime.errors import CoordinatorError
 from protocol.errors import ErrorCode
 
 # TopicPartitions reported by the member: [(topic id, [partitions])], or None ("unchanged").

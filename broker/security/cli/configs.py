@@ -35,8 +35,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from broker.datadir import write_json
-    from broker.dynamic.broker_configs import DEFAULT, FILE_NAME, NODE
+    from broker.config.dynamic_configs import DEFAULT, FILE_NAME, NODE
+    from broker.node.datadir import write_json
 
     with locked_data_dir(args.data_dir) as d:
         path = d / FILE_NAME

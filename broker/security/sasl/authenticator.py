@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.registry import REGISTRY
+from broker.network.registry import REGISTRY
 from broker.security.principal import KafkaPrincipal
 from broker.security.sasl import AuthenticationFailed, SaslError
 from protocol.apis import ApiKey
@@ -37,7 +37,7 @@ from protocol.header import HeaderError, parse_request_header, peek_api
 from protocol.javahash import java_string_hashcode
 
 if TYPE_CHECKING:
-    from broker.connection import KafkaConnection
+    from broker.network.connection import KafkaConnection
     from broker.security.service import Security
 
 log = structlog.get_logger("kaflet.security")
@@ -83,7 +83,7 @@ class SaslAuthenticator:
 
     def intercept(self, frame: bytes | memoryview) -> bool:
         """True when this frame was the authenticator's (answered, or the connection closed)."""
-        from broker.connection import CloseConnection
+        from broker.network.connection import CloseConnection
 
         state = self.state
         if state == COMPLETE:
@@ -127,7 +127,7 @@ class SaslAuthenticator:
     # -- Kafka requests during authentication ---------------------------------------------------
 
     def _handle_request(self, frame: bytes | memoryview) -> None:
-        from broker.connection import CloseConnection
+        from broker.network.connection import CloseConnection
 
         try:
             api_key, version, corr = peek_api(frame)
@@ -186,7 +186,7 @@ class SaslAuthenticator:
         )  # Kafka's default ""
 
     def _handshake(self, frame: bytes | memoryview, version: int, corr: int) -> None:
-        from broker.connection import CloseConnection
+        from broker.network.connection import CloseConnection
 
         spec = REGISTRY[ApiKey.SASL_HANDSHAKE]
         if not spec.min_version <= version <= spec.max_version:
@@ -273,7 +273,7 @@ class SaslAuthenticator:
         return f"Authentication failed during {what} due to invalid credentials with SASL mechanism {self.mechanism}"
 
     def _fail_closed(self, exc: Exception, message: str | None = None) -> Exception:
-        from broker.connection import CloseConnection
+        from broker.network.connection import CloseConnection
 
         self.state = FAILED
         self.server = None
@@ -289,7 +289,7 @@ class SaslAuthenticator:
 
     @staticmethod
     def _decode(spec: Any, frame: bytes | memoryview, version: int) -> tuple[Any, Any]:
-        from broker.connection import CloseConnection
+        from broker.network.connection import CloseConnection
 
         flexible = spec.flexible(version)
         try:

@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from broker import Broker
-from broker import logging as kaflet_logging
+from broker.node import logging as kaflet_logging
 from tests.support import data as d
 from tests.support.consumer_groups import CgMember, converge
 from tests.support.groups import commit
@@ -130,7 +130,7 @@ async def test_rebalance_on_demand_moves_to_the_new_balance(broker: Broker, raw:
 
 @pytest.mark.broker_config(**LAG_AWARE)
 async def test_rebalance_of_an_unknown_group_is_refused(broker: Broker) -> None:
-    from broker.coordinator.errors import CoordinatorError
+    from broker.runtime.errors import CoordinatorError
     from protocol.errors import ErrorCode
 
     with pytest.raises(CoordinatorError) as err:

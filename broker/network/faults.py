@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.context import RequestContext
-    from broker.server import Broker
+    from broker.network.context import RequestContext
 
 
 _ids = itertools.count(1)
@@ -291,8 +290,7 @@ class FaultInjector:
         }
 
 
-def match(broker: Broker, ctx: RequestContext, request: Any) -> Fault | None:
-    injector = broker.faults
+def match(injector: FaultInjector, ctx: RequestContext, request: Any) -> Fault | None:
     for stack in injector.stacks:
         if stack.api_key == ctx.api_key and (stack.client_id is None or stack.client_id == ctx.client_id):
             code, delay = stack.errors.popleft()

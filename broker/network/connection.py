@@ -9,7 +9,7 @@ bounded by --max-request-bytes alone, so a request of any legal size completes (
 it once made any request over the pause threshold hang its connection for good). The limits
 on connections and on request bytes in flight live in broker/network/limits.py.
 
-Chaos (broker/faults.py, broker/cluster/chaos.py) acts here too: a black-holed connection is
+Chaos (broker/network/faults.py, broker/cluster/chaos.py) acts here too: a black-holed connection is
 neither read (its frames wait, unread, in the socket) nor written (its answers are held, as TCP
 would hold unacknowledged bytes) until the hole closes; the broker's injected latency delays
 every response where it is written, in order.
@@ -33,14 +33,15 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from broker import faults
-from broker.context import RequestContext
-from broker.logging import summarize
-from broker.registry import REGISTRY, ApiSpec
+from broker.network import faults
+from broker.network.context import BrokerServices, RequestContext
+from broker.network.registry import REGISTRY, ApiSpec
+from broker.node.logging import summarize
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -49,9 +50,9 @@ from storage.errors import StorageError
 from storage.segment import FileRange
 
 if TYPE_CHECKING:
+    from broker.network.limits import ConnectionLimits
     from broker.security.listeners import Listener
     from broker.security.sasl.authenticator import SaslAuthenticator
-    from broker.server import Broker
 
 log = structlog.get_logger("kaflet.connection")
 
@@ -126,8 +127,20 @@ class CloseConnection(Exception):
     """Raised by the dispatcher: the connection is closed with this reason."""
 
 
+class ConnectionOwner(BrokerServices, Protocol):
+    """What a connection uses of the node that accepted it: the services its handlers get, and
+    the node's connections, limits, faults and response observers (request metrics, debug log)."""
+
+    connections: set[KafkaConnection]
+    limits: ConnectionLimits
+    faults: faults.FaultInjector
+    debug_requests: bool
+    observe_response: Callable[[RequestContext, Any, float], None] | None
+    observe_known: Callable[[int, int, float], None] | None
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
+    def __init__(self, broker: ConnectionOwner, listener: Listener | None = None) -> None:
         self.broker = broker
         self.max_request = broker.config.max_request_bytes
         # Security (broker/security/): the listener this connection came in on, who it is, and
@@ -494,11 +507,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if spec is None:
             raise CloseConnection(f"unknown api key {api_key}")
         if not spec.min_version <= api_version <= spec.max_version:
-            if api_key == ApiKey.API_VERSIONS:
+            if spec.unsupported_version is not None:
                 # Kafka answers a too-new ApiVersions with a v0 body listing what is served.
-                from broker.apis.api_versions import unsupported_version_body
-
-                self.write_response(corr, False, unsupported_version_body(self.broker.config.consumer_protocol_enabled))
+                self.write_response(corr, False, spec.unsupported_version(self.broker))
                 return None
             raise CloseConnection(f"unsupported version {api_version} of {spec.name} (serves {spec.min_version}-{spec.max_version})")
         flexible = spec.flexible(api_version)
@@ -530,7 +541,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         resp_flexible = flexible and api_key != ApiKey.API_VERSIONS
         if self.broker.debug_requests:
             ctx.log.debug("request", body=summarize(request))
-        injected = faults.match(self.broker, ctx, request)
+        injected = faults.match(self.broker.faults, ctx, request)
         if injected is not None:
             return self._run_fault(ctx, spec, request, injected, resp_flexible)
         try:
@@ -668,7 +679,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _join_turn(self) -> bool:
         """When all the work behind this burst's answers is a loop turn's (it has `join`, e.g.
-        the commit appends of broker/coordinator/turn.py), the answers wait for the turn to end,
+        the commit appends of broker/runtime/turn.py), the answers wait for the turn to end,
         so that the work of every connection read in this turn is done once."""
         works = self._before_flush
         if not all(hasattr(work, "join") for work in works):

@@ -5,7 +5,7 @@ offsets.topic.num.partitions, log.retention.ms, ...). A value set by the operato
 KAFLET_* variable, i.e. different from kaflet's default) is a STATIC_BROKER_CONFIG, as a
 line in Kafka's server.properties would be; anything else is DEFAULT_CONFIG.
 
-The configs kaflet can change at run time (broker/dynamic/broker_configs.py: the log defaults
+The configs kaflet can change at run time (broker/config/dynamic_configs.py: the log defaults
 and the connection limits) are reported writable (read_only=false), with their dynamic
 source and synonyms; every other one is read-only, since an attempt to change it is refused.
 """
@@ -14,22 +14,40 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.config_types import LONG_MAX, ConfigEntry, ConfigSource, ConfigType, Synonym, render
-from broker.topic_configs import TOPIC_CONFIGS, config_default, config_field_changed
+from broker.config.topic_configs import TOPIC_CONFIGS, config_default, config_field_changed
+from broker.config.types import LONG_MAX, ConfigEntry, ConfigSource, ConfigType, Synonym, render
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.config import Config
+    from broker.config.dynamic_configs import DynamicBrokerConfigs
 
 T = ConfigType
+
+
+class DescribedBroker(Protocol):
+    """What describing a node's broker configs reads of it: its config, listener, advertised
+    address and dynamic configs."""
+
+    config: Config
+    bound_port: int
+    bound_hosts: list[str]
+    dynamic_configs: DynamicBrokerConfigs
+    listeners: list[Any]  # broker/security/listeners.py's Listener, one per --listeners entry
+
+    @property
+    def advertised_host(self) -> str: ...
+
+    @property
+    def advertised_port(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfigDef:
     name: str
     type: ConfigType
-    value: Callable[[Broker], Any]
+    value: Callable[[DescribedBroker], Any]
     doc: str
     # The Config field(s) behind the value; any of them changed makes it a static setting.
     config_fields: tuple[str, ...] = ()
@@ -37,15 +55,15 @@ class BrokerConfigDef:
     default: Any = None
 
 
-def _field(name: str) -> Callable[[Broker], Any]:
+def _field(name: str) -> Callable[[DescribedBroker], Any]:
     return lambda broker: getattr(broker.config, name)
 
 
-def _const(value: Any) -> Callable[[Broker], Any]:
+def _const(value: Any) -> Callable[[DescribedBroker], Any]:
     return lambda _broker: value
 
 
-def _listeners(broker: Broker) -> str:
+def _listeners(broker: DescribedBroker) -> str:
     if broker.config.listeners:  # every listener (broker/security/listeners.py)
         return ",".join(lst.describe() for lst in broker.listeners)
     return (
@@ -54,7 +72,7 @@ def _listeners(broker: Broker) -> str:
     )
 
 
-def _advertised(broker: Broker) -> str:
+def _advertised(broker: DescribedBroker) -> str:
     if broker.config.listeners:
         return ",".join(f"{lst.name}://{lst.advertised[0]}:{lst.advertised[1]}" for lst in broker.listeners)
     return f"PLAINTEXT://{broker.advertised_host}:{broker.advertised_port}"
@@ -125,9 +143,9 @@ def _server_defaults() -> tuple[BrokerConfigDef, ...]:
 BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in (*_OWN, *_server_defaults())}
 
 
-def describe(broker: Broker) -> list[ConfigEntry]:
+def describe(broker: DescribedBroker) -> list[ConfigEntry]:
     """Every broker config of this node, sorted by name."""
-    from broker.dynamic.broker_configs import DEFAULT, DYNAMIC, NODE
+    from broker.config.dynamic_configs import DEFAULT, DYNAMIC, NODE
 
     config = broker.config
     dynamic = broker.dynamic_configs
@@ -172,9 +190,9 @@ def describe(broker: Broker) -> list[ConfigEntry]:
     return sorted(entries + _security_entries(broker), key=lambda e: e.name)
 
 
-def _security_entries(broker: Broker) -> list[ConfigEntry]:
+def _security_entries(broker: DescribedBroker) -> list[ConfigEntry]:
     """The dynamic security configs set on this broker (broker/security/dynamic.py)."""
-    from broker.dynamic.broker_configs import DEFAULT, NODE
+    from broker.config.dynamic_configs import DEFAULT, NODE
     from broker.security import dynamic as security
 
     levels = broker.dynamic_configs.levels
@@ -190,9 +208,9 @@ def _security_entries(broker: Broker) -> list[ConfigEntry]:
     return out
 
 
-def describe_dynamic_defaults(broker: Broker) -> list[ConfigEntry]:
+def describe_dynamic_defaults(broker: DescribedBroker) -> list[ConfigEntry]:
     """The cluster-wide dynamic defaults (resource name ""), as Kafka lists them: only those set."""
-    from broker.dynamic.broker_configs import DEFAULT, DYNAMIC
+    from broker.config.dynamic_configs import DEFAULT, DYNAMIC
 
     entries = []
     for name, value in sorted(broker.dynamic_configs.levels[DEFAULT].items()):
@@ -204,7 +222,7 @@ def describe_dynamic_defaults(broker: Broker) -> list[ConfigEntry]:
     return entries
 
 
-def _default_of(definition: BrokerConfigDef, broker: Broker) -> str | None:
+def _default_of(definition: BrokerConfigDef, broker: DescribedBroker) -> str | None:
     """The value this config would have with kaflet's defaults for its Config fields."""
     if len(definition.config_fields) != 1:
         # Derived from several settings (listeners, advertised.listeners): no single default.

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.datadir import read_json, write_json
+from broker.node.datadir import read_json, write_json
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

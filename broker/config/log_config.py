@@ -1,14 +1,14 @@
 """A topic's effective log settings: topic configs over the broker's log defaults.
 
 The one place partition logs get their LogConfig. When the admin work's
-`broker.topic_configs.effective_configs(topic, config)` lands, this calls it.
+`broker.config.topic_configs.effective_configs(topic, config)` lands, this calls it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.topics import OFFSETS_TOPIC
+from broker.topics.catalog import OFFSETS_TOPIC
 from storage.config import LogConfig
 
 if TYPE_CHECKING:

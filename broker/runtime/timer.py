@@ -1,9 +1,12 @@
-"""Keyed timers: scheduling a key replaces its pending timer (Kafka's coordinator timer semantics).
+"""Keyed timers of a coordinator partition (Kafka's CoordinatorTimer): scheduling a key replaces
+its pending timer, and a timer fires only while its partition is served here.
 
-A timer callback that raises is logged at ERROR with its key and the group it belongs to, and
-the shard's `on_failure(group_id, key)` recovers that group (Kafka's runtime reverts a failed
-timer operation's uncommitted state; see ClassicRebalancer.recover_group), so a bug in one
-timer never leaves a group parked for ever.
+A timer's operation runs on the event loop like a request, so timers are serialized with
+requests. It may return a CoordinatorResult, whose records the runtime writes (the expiry
+sweep's tombstones); an operation that raises is logged at ERROR with its key and the group it
+belongs to, and the shard's `on_timer_failed(group_id, key)` recovers that group (Kafka's
+runtime reverts a failed timer operation's uncommitted state; see
+ClassicRebalancer.recover_group), so a bug in one timer never leaves a group parked for ever.
 """
 
 from __future__ import annotations
@@ -14,18 +17,28 @@ from typing import Any
 
 import structlog
 
+from broker.runtime.result import CoordinatorResult
+
 log = structlog.get_logger("kaflet.coordinator")
 
 
-class Timers:
-    def __init__(self, guard: Callable[[], bool], on_failure: Callable[[str, str], Any] | None = None) -> None:
+class CoordinatorTimer:
+    def __init__(
+        self,
+        guard: Callable[[], bool],
+        on_failure: Callable[[str, str], Any] | None = None,
+        before_fire: Callable[[str | None, str], None] | None = None,
+        on_result: Callable[[CoordinatorResult[Any]], Any] | None = None,
+    ) -> None:
         """`guard()` is checked when a timer fires; a False answer (shard unloaded) drops it.
-        `on_failure(group_id, key)` is called after a group's timer callback raised."""
+        `on_failure(group_id, key)` is called after a group's timer operation raised.
+        `before_fire(group_id, key)`: the fault injector's check (broker/network/faults.py), or None.
+        `on_result(result)` writes what an operation returned."""
         self._handles: dict[str, asyncio.TimerHandle] = {}
         self._guard = guard
         self.on_failure = on_failure
-        # Set by the shard: the fault injector's check (broker/faults.py), None when unused.
-        self.before_fire: Callable[[str | None, str], None] | None = None
+        self.before_fire = before_fire
+        self.on_result = on_result
 
     def schedule(self, key: str, delay_ms: float, callback: Callable[[], Any], *, group: str | None = None) -> None:
         old = self._handles.pop(key, None)
@@ -41,7 +54,9 @@ class Timers:
         try:
             if self.before_fire is not None:
                 self.before_fire(group, key)
-            callback()
+            result = callback()
+            if isinstance(result, CoordinatorResult) and self.on_result is not None:
+                self.on_result(result)
         except Exception:
             log.error("coordinator timer failed", timer=key, group=group, exc_info=True)
             if group is not None and self.on_failure is not None:

@@ -19,6 +19,8 @@ ErrorResponder = Callable[[Any, ErrorCode], Any]
 FastPath = Callable[[Any, int, bytes, int], Any]
 # decoder(body, version) -> the request as the handler wants it (default: the schema codec's object).
 Decoder = Callable[[memoryview, int], Any]
+# unsupported_version(broker) -> the encoded answer to a version outside min..max (default: the connection closes).
+Unsupported = Callable[[Any], bytes]
 
 
 @dataclass(slots=True)
@@ -31,6 +33,7 @@ class ApiSpec:
     error_response: ErrorResponder | None
     fast_path: FastPath | None = None
     decoder: Decoder | None = None
+    unsupported_version: Unsupported | None = None
     # (request class, response class, first flexible version), built on the API's first request:
     # parsing the ~90 JSON schemas of the served APIs at registration cost ~25 ms of start-up.
     _codec: tuple[Any, Any, int] | None = None
@@ -76,6 +79,7 @@ def api(
     error_response: ErrorResponder | None = None,
     fast_path: FastPath | None = None,
     decoder: Decoder | None = None,
+    unsupported_version: Unsupported | None = None,
 ) -> Callable[[Handler], Handler]:
     """Register `handler(ctx, request)` for `key` at versions min..max.
 
@@ -85,6 +89,8 @@ def api(
     `getErrorResponse` would send; it serves injected faults and unexpected exceptions.
     `fast_path` may answer from the raw request bytes before anything is decoded; `decoder`
     replaces the schema codec for a hot API (it must read exactly what the schema reads).
+    `unsupported_version(broker)` answers a version outside min..max (ApiVersions, KIP-511),
+    where any other API's connection closes.
     """
 
     def register(handler: Handler) -> Handler:
@@ -99,6 +105,7 @@ def api(
             error_response=error_response,
             fast_path=fast_path,
             decoder=decoder,
+            unsupported_version=unsupported_version,
         )
         return handler
 

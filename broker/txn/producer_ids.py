@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.datadir import read_json, write_json
+from broker.node.datadir import read_json, write_json
 
 BLOCK_SIZE = 1000
 FILE = "producer-ids.json"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.config import Config
-from broker.config_types import (
+from broker.config.types import (
     LONG_MAX,
     AtLeast,
     Between,
@@ -37,7 +37,7 @@ from broker.config_types import (
 )
 
 if TYPE_CHECKING:
-    from broker.topics import Topic
+    from broker.topics.catalog import Topic
 
 T = ConfigType
 MIB = 1024 * 1024
@@ -322,7 +322,7 @@ def effective_configs(topic: Topic | Mapping[str, str], config: Config) -> dict[
 
 
 class DynamicLayer(Protocol):
-    """Dynamic broker configs (broker/dynamic/broker_configs.py), as describing needs them."""
+    """Dynamic broker configs (broker/config/dynamic_configs.py), as describing needs them."""
 
     static: dict[str, Any]
 

@@ -1,9 +1,9 @@
 """The appends of batched commits, made once per shard per event-loop turn.
 
 Offset commits (outside `--fsync always`) are applied at once and their records enqueued on
-their shard (CoordinatorShard.enqueue); their answers wait in their connection. At the end of
+their partition (CoordinatorContext.enqueue); their answers wait in their connection. At the end of
 the loop turn, after every connection with data in it has been read, `CommitTurn` appends each
-dirty shard's records as one batch (as few as max.message.bytes allows) and only then lets the
+dirty partition's records as one batch (as few as max.message.bytes allows) and only then lets the
 waiting answers leave. With 8 pipelined connections over 50 shards a shard used to append once
 per connection read burst (nearly once per commit); now it appends once per turn.
 
@@ -11,7 +11,7 @@ A connection joins the turn (KafkaConnection.before_flush with this object as th
 turn calls `conn.turn_ended(exc)` when its appends are done: `exc` is None, or AppendsFailed
 naming the shards whose append failed, whose commits are then answered with GE-3's mapped
 error while the shard reloads from its log (so nothing answered with success is ever lost).
-Calling the turn (`coordinator.flush_appends()`: a connection that closes, a coordinator that
+Calling the turn (`runtime.flush_appends()`: a connection that closes, a coordinator that
 moves) ends it early for everyone, so no caller can append records whose answers others wait for
 without telling them how it went.
 """
@@ -23,18 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.coordinator.errors import AppendsFailed, CoordinatorError
+from broker.runtime.errors import AppendsFailed, CoordinatorError
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.coordinator.service import GroupCoordinator
+    from broker.runtime.runtime import CoordinatorRuntime
 
 log = structlog.get_logger("kaflet.coordinator")
 
 
 class CommitTurn:
-    def __init__(self, service: GroupCoordinator) -> None:
-        self.service = service
+    def __init__(self, runtime: CoordinatorRuntime[Any]) -> None:
+        self.runtime = runtime
         self._joined: list[Any] = []  # connections whose answers wait for this turn's appends
         self._scheduled = False
         self.appends = 0  # batches appended by turns (a figure for the bench and the tests)
@@ -57,7 +57,7 @@ class CommitTurn:
             pass  # told to every joined connection, which answers with its error
 
     def __call__(self) -> None:
-        """Append every shard's enqueued records now, then release the joined connections'
+        """Append every partition's enqueued records now, then release the joined connections'
         answers. Raises AppendsFailed (or what the appends raised) for a caller that had not joined."""
         joined, self._joined = self._joined, []
         error: Exception | None = None
@@ -74,21 +74,21 @@ class CommitTurn:
             raise error
 
     def _append(self) -> None:
-        service = self.service
-        dirty = service.take_dirty()
+        runtime = self.runtime
+        dirty = runtime.take_dirty()
         if dirty:
             self.turns += 1
-        for shard in dirty:
+        for context in dirty:
             try:
-                self.appends += shard.flush_pending()
+                self.appends += context.flush_pending()
             except CoordinatorError:
-                pass  # the shard noted it (service.note_failed), as it does when a write of its own forces the flush
+                pass  # the context noted it (runtime.note_failed), as it does when a write of its own forces the flush
             except Exception as exc:  # a bug, not the disk: the commits it held are not in the log
-                log.error("appending enqueued commits failed", partition=shard.partition, exc_info=True)
-                service.note_failed(shard, CoordinatorError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)))
-                shard.reload()  # reverts what was applied ahead of the log
+                log.error("appending enqueued commits failed", partition=context.partition, exc_info=True)
+                runtime.note_failed(context.shard, CoordinatorError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)))
+                context.reload()  # reverts what was applied ahead of the log
         # Failures since the last turn: this one's, and those of flushes forced by transactional
-        # writes (CoordinatorShard.flush_pending) in between.
-        failed: dict[Any, CoordinatorError] = service.take_failed()
+        # writes (CoordinatorContext.flush_pending) in between, keyed by shard.
+        failed: dict[Any, CoordinatorError] = runtime.take_failed()
         if failed:
             raise AppendsFailed(failed)

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from broker.config_types import ConfigEntry, ConfigError, ConfigSource, ConfigType, Synonym, parse, render
-from broker.datadir import write_json
+from broker.config.types import ConfigEntry, ConfigError, ConfigSource, ConfigType, Synonym, parse, render
+from broker.node.datadir import write_json
 
 if TYPE_CHECKING:
     from broker.config import Config

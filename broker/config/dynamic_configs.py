@@ -20,20 +20,20 @@ LogConfig values too).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from broker.config_types import AtLeast, ConfigError, ConfigSource, ConfigType, Validator, parse, render
-from broker.datadir import write_json
-from broker.topic_configs import TOPIC_CONFIGS
+from broker.config.topic_configs import TOPIC_CONFIGS
+from broker.config.types import AtLeast, ConfigError, ConfigSource, ConfigType, Validator, parse, render
+from broker.node.datadir import write_json
 
 log = structlog.get_logger("kaflet.broker")
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.config import Config
 
 FILE_NAME = "dynamic-broker-configs.json"
 DEFAULT, NODE = "default", "node"
@@ -85,13 +85,28 @@ def validate(configs: Mapping[str, str | None], per_broker: bool = True) -> dict
     return out
 
 
+class ConnectionLimits(Protocol):
+    max_connections: int
+    max_connections_per_ip: int
+
+
 class DynamicBrokerConfigs:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.path = Path(broker.config.data_dir) / FILE_NAME
+    def __init__(self, config: Config, limits: ConnectionLimits) -> None:
+        """`config` is changed in place (dynamic values over static ones); `limits` take the
+        connection limits at once; `on_log_defaults_changed`, set once the partition logs exist,
+        reapplies the log defaults to them."""
+        self.config = config
+        self.limits = limits
+        self.on_log_defaults_changed: Callable[[], None] | None = None
+        # Set by the server where security is served (broker/security/dynamic.py): the security
+        # values take effect through `on_security_changed`; `lockout_guard` refuses a set of
+        # values that would refuse every connection.
+        self.on_security_changed: Callable[[Mapping[str, str]], None] | None = None
+        self.lockout_guard: Callable[[Mapping[str, str]], None] | None = None
+        self.path = Path(config.data_dir) / FILE_NAME
         self.levels: dict[str, dict[str, str]] = {DEFAULT: {}, NODE: {}}
         # The static value of each Config field a dynamic value overrides.
-        self.static = {f: getattr(broker.config, f) for f in FIELDS}
+        self.static = {f: getattr(config, f) for f in FIELDS}
 
     def load(self, data_dir: Path) -> None:
         """Read the persisted values and apply them (before the logs open)."""
@@ -114,7 +129,7 @@ class DynamicBrokerConfigs:
 
     def overridden(self) -> list[str]:
         """Stored dynamic configs a flag given explicitly wins over (--flags-override-dynamic)."""
-        config = self.broker.config
+        config = self.config
         if not config.flags_override_dynamic:
             return []
         return [name for f, name in FIELDS.items() if f in config.explicit and self.effective(name) is not None]
@@ -126,12 +141,11 @@ class DynamicBrokerConfigs:
     def check_lockout(self, level: str, configs: dict[str, str]) -> None:
         """Refuse a new set of dynamic values that would refuse every connection (the guard of
         broker/security/dynamic.py); values a flag overrides (--flags-override-dynamic) do not count."""
-        from broker.security import dynamic as security
-
         effective = self.effective_all({**self.levels, level: configs})
         for name in self.overridden():
             effective.pop(name, None)
-        security.guard(self.broker, effective)
+        if self.lockout_guard is not None:
+            self.lockout_guard(effective)
 
     def level_of(self, resource_name: str) -> str:
         return DEFAULT if resource_name == "" else NODE
@@ -166,7 +180,7 @@ class DynamicBrokerConfigs:
         self._take_effect()
 
     def _apply_fields(self) -> None:
-        config = self.broker.config
+        config = self.config
         keep = set(self.overridden())
         for field_name, name in FIELDS.items():
             raw = None if name in keep else self.effective(name)
@@ -174,18 +188,13 @@ class DynamicBrokerConfigs:
             setattr(config, field_name, parse(name, raw, kind) if raw is not None else self.static[field_name])
 
     def _take_effect(self) -> None:
-        broker = self.broker
-        config = broker.config
-        broker.limits.max_connections = config.max_connections
-        broker.limits.max_connections_per_ip = config.max_connections_per_ip
-        if "security" in broker.__dict__ or broker.cluster is None:
-            from broker.security import dynamic as security
-
-            security.apply(broker, self.effective_all())
-        logs = broker.__dict__.get("logs")
-        if logs is not None:
-            for topic in broker.topics.topics.values():
-                logs.configs_changed(topic)
+        config = self.config
+        self.limits.max_connections = config.max_connections
+        self.limits.max_connections_per_ip = config.max_connections_per_ip
+        if self.on_security_changed is not None:
+            self.on_security_changed(self.effective_all())
+        if self.on_log_defaults_changed is not None:
+            self.on_log_defaults_changed()
 
     def describe_static(self, field_name: str) -> Any:
         return self.static[field_name]

@@ -1,6 +1,6 @@
 """Typed config values as Kafka's ConfigDef handles them: parsing, validators, rendering.
 
-Topic configs (broker/topic_configs.py) and broker configs (broker/broker_configs.py) are
+Topic configs (broker/config/topic_configs.py) and broker configs (broker/config/broker_configs.py) are
 described with these types. Parsing follows `ConfigDef.parseType` (trimmed strings, Java
 integer ranges, comma lists), rendering follows `ConfigDef.convertToString` (what
 DescribeConfigs shows), and error texts are ConfigException's ("Invalid value X for

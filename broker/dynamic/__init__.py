@@ -1,1 +1,0 @@
-"""Configs changed at run time: broker configs Kafka updates dynamically (broker_configs.py here)."""
