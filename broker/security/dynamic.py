@@ -49,6 +49,7 @@ class SecuredNode(Protocol):
     security: Security
     limits: ConnectionLimits
 
+
 LISTENER_PREFIX = re.compile(r"listener\.name\.([^.]*)\.(.*)\Z")
 SSL_MATERIAL = frozenset(
     {
