@@ -1,0 +1,68 @@
+"""The two brokers of the differential suite, made ready for scenarios: shared topics created on
+both (the same names and partition counts) and every topic id known, for normalize.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from protocol.apis import ApiKey
+from tests.differential.harness import Broker, Side, build_request
+from tests.support.raw_client import RawClient
+
+
+async def create_topics(broker: Broker, topics: dict[str, int], client: RawClient | None = None) -> None:
+    """Create `topics` ({name: partitions}) and wait until each has a leader for every partition."""
+    own = client is None
+    client = client or await RawClient.connect(broker.bootstrap, "diff-setup")
+    try:
+        req = build_request(
+            ApiKey.CREATE_TOPICS,
+            7,
+            {
+                "topics": [
+                    {"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [], "configs": []} for n, p in topics.items()
+                ],
+                "timeout_ms": 30_000,
+                "validate_only": False,
+            },
+        )
+        resp = await client.request(req, timeout=40)
+        for t in resp.topics:
+            if t.error_code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+                raise RuntimeError(f"{broker.name}: cannot create {t.name}: {t.error_code} {t.error_message}")
+        deadline = time.monotonic() + 30
+        while True:
+            meta = await client.request(
+                build_request(ApiKey.METADATA, 12, {"topics": [{"name": n} for n in topics], "allow_auto_topic_creation": False})
+            )
+            ready = [
+                t
+                for t in meta.topics
+                if t.error_code == 0 and len(t.partitions) == topics[t.name] and all(p.leader_id >= 0 for p in t.partitions)
+            ]
+            for t in ready:
+                broker.topic_ids[t.topic_id] = t.name
+            if len(ready) == len(topics):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{broker.name}: topics {sorted(topics)} not ready: {meta}")
+            await asyncio.sleep(0.05)
+    finally:
+        if own:
+            await client.close()
+
+
+async def create_topic(side: Side, partitions: int = 1, tag: str = "") -> str:
+    """A topic of the scenario's own (quietly: its creation is not compared)."""
+    name = side.topic(tag)
+    await create_topics(side.broker, {name: partitions}, await side.conn("setup"))
+    return name
+
+
+def prepare(brokers: list[Broker], topics: dict[str, int]) -> None:
+    async def both() -> Any:
+        await asyncio.gather(*(create_topics(b, topics) for b in brokers))
+
+    asyncio.run(both())
