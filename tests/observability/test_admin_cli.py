@@ -245,14 +245,14 @@ def test_groups_describe_a_consumer_protocol_group(broker_proc: Callable[..., Br
             "consumer",
             "Stable",
             "range",
-            1,
-            1,
+            2,
+            2,
         )
         [m] = group["members"]
-        assert m["member_id"] == member.memberid() and m["member_epoch"] == 1 and m["subscribed_topics"] == ["kip848-events"]
+        assert m["member_id"] == member.memberid() and m["member_epoch"] == 2 and m["subscribed_topics"] == ["kip848-events"]
         assert m["assignment"] == m["target_assignment"] == [{"topic": "kip848-events", "partitions": [0, 1, 2]}]
         code, text, _ = kaflet(bs, "groups", "describe", "new-protocol", output="table")
-        assert code == OK and "GroupEpoch: 1" in text and "TARGET-ASSIGNMENT" in text and "kip848-events:0,1,2" in text
+        assert code == OK and "GroupEpoch: 2" in text and "TARGET-ASSIGNMENT" in text and "kip848-events:0,1,2" in text
         code, out, _ = kaflet(bs, "groups", "list")
         assert {"group": "new-protocol", "state": "Stable", "protocol_type": "consumer", "type": "consumer"} in out["groups"]
     finally:

@@ -130,7 +130,9 @@ class ConsumerGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
+        # Kafka 4 starts a new consumer group at epoch 1 (ModernGroup), so its first member's
+        # join bumps it to 2: no member epoch of a live group is ever 1.
+        self.group_epoch = 1
         self.assignment_epoch = 0
         self.subscription_metadata: dict[str, orec.TopicMetadata] = {}
         self.members: dict[str, ConsumerMember] = {}

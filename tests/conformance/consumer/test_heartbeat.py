@@ -122,7 +122,7 @@ async def test_kh_7_epoch_fencing_and_lost_response_retry(broker: Broker, raw: A
     client = await raw()
     a = CgMember(client, "g", ["foo"], assignor="range")
     await a.join()
-    assert a.epoch == 1
+    assert a.epoch == 2  # a new group is at epoch 1 (Kafka 4), its first member's join bumps it
     b = CgMember(client, "g", ["foo"], assignor="range")
     await b.join()
     await converge([a, b])
@@ -148,19 +148,19 @@ async def test_kh_7_retry_with_previous_epoch_accepted(broker: Broker, raw: Any)
     client = await raw()
     a = CgMember(client, "g", ["foo"])
     resp = await a.join()
-    assert resp.member_epoch == 1
+    assert resp.member_epoch == 2
     foo = topic_id(broker, "foo")
     # Retried join (epoch 0 again, previous epoch 0 for a member created at epoch 0): accepted.
     retry = await heartbeat(client, "g", a.member_id, 0, rebalance_timeout_ms=1000, topics=["foo"], owned={})
-    assert (retry.error_code, retry.member_epoch) == (NONE, 1)
-    # Bump to epoch 2 (topic grows), then "lose" the response and retry with epoch 1.
-    broker.topics.add_partitions("foo", 3)
-    bumped = await heartbeat(client, "g", a.member_id, 1, owned={foo: [0, 1]})
-    assert (bumped.error_code, bumped.member_epoch) == (NONE, 2)
-    retry = await heartbeat(client, "g", a.member_id, 1, owned={foo: [0]})
     assert (retry.error_code, retry.member_epoch) == (NONE, 2)
-    assert (await heartbeat(client, "g", a.member_id, 1, owned={foo: [0, 5]})).error_code == FENCED_MEMBER_EPOCH
-    assert (await heartbeat(client, "g", a.member_id, 1)).error_code == FENCED_MEMBER_EPOCH
+    # Bump to epoch 3 (topic grows), then "lose" the response and retry with epoch 2.
+    broker.topics.add_partitions("foo", 3)
+    bumped = await heartbeat(client, "g", a.member_id, 2, owned={foo: [0, 1]})
+    assert (bumped.error_code, bumped.member_epoch) == (NONE, 3)
+    retry = await heartbeat(client, "g", a.member_id, 2, owned={foo: [0]})
+    assert (retry.error_code, retry.member_epoch) == (NONE, 3)
+    assert (await heartbeat(client, "g", a.member_id, 2, owned={foo: [0, 5]})).error_code == FENCED_MEMBER_EPOCH
+    assert (await heartbeat(client, "g", a.member_id, 2)).error_code == FENCED_MEMBER_EPOCH
 
 
 async def test_kh_8_epoch_bumps_on_subscription_and_topic_changes(broker: Broker, raw: Any) -> None:
@@ -168,22 +168,22 @@ async def test_kh_8_epoch_bumps_on_subscription_and_topic_changes(broker: Broker
     client = await raw()
     a = CgMember(client, "g", ["foo", "later"])
     await a.join()
-    assert (await describe_one(client, "g")).group_epoch == 1
+    assert (await describe_one(client, "g")).group_epoch == 2
     await a.beat()
-    assert (await describe_one(client, "g")).group_epoch == 1  # no change, no bump
+    assert (await describe_one(client, "g")).group_epoch == 2  # no change, no bump
     broker.topics.create("later", 1)  # a subscribed topic is created
     await a.beat()
-    assert (await describe_one(client, "g")).group_epoch == 2
+    assert (await describe_one(client, "g")).group_epoch == 3
     broker.topics.add_partitions("foo", 3)  # grows
     await a.beat()
-    assert (await describe_one(client, "g")).group_epoch == 3
+    assert (await describe_one(client, "g")).group_epoch == 4
     broker.topics.delete("later")  # is deleted
     await a.beat()
     d = await describe_one(client, "g")
-    assert d.group_epoch == 4
+    assert d.group_epoch == 5
     broker.topics.create("other", 1)  # not subscribed: nothing
     await a.beat()
-    assert (await describe_one(client, "g")).group_epoch == 4
+    assert (await describe_one(client, "g")).group_epoch == 5
 
 
 async def test_kh_9_kh_11_kh_13_first_join(broker: Broker, raw: Any) -> None:
@@ -191,12 +191,12 @@ async def test_kh_9_kh_11_kh_13_first_join(broker: Broker, raw: Any) -> None:
     broker.topics.create("bar", 3)
     client = await raw()
     resp = await heartbeat(client, "g", "m-1", 0, rebalance_timeout_ms=5000, topics=["foo", "bar"], assignor="range", owned={})
-    assert (resp.error_code, resp.member_epoch, resp.heartbeat_interval_ms) == (NONE, 1, broker.config.group_consumer_heartbeat_interval_ms)
+    assert (resp.error_code, resp.member_epoch, resp.heartbeat_interval_ms) == (NONE, 2, broker.config.group_consumer_heartbeat_interval_ms)
     assert assignment_of(resp) == {topic_id(broker, "foo"): list(range(6)), topic_id(broker, "bar"): list(range(3))}
     d = await describe_one(client, "g")
-    assert (d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == ("Stable", 1, 1, "range")
+    assert (d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == ("Stable", 2, 2, "range")
     # KH-11: a heartbeat that is not full and changes nothing carries no assignment
-    resp = await heartbeat(client, "g", "m-1", 1, owned={topic_id(broker, "foo"): list(range(6)), topic_id(broker, "bar"): [0, 1, 2]})
+    resp = await heartbeat(client, "g", "m-1", 2, owned={topic_id(broker, "foo"): list(range(6)), topic_id(broker, "bar"): [0, 1, 2]})
     assert resp.assignment is None
 
 
@@ -215,11 +215,11 @@ async def test_kh_13_second_member_waits_for_revocation(broker: Broker, raw: Any
     b = CgMember(client, "g", ["foo"], assignor="range", member_id="b")
     await a.join()
     resp = await b.join()
-    assert (resp.member_epoch, assignment_of(resp)) == (2, {})  # nothing free yet (KR-3)
+    assert (resp.member_epoch, assignment_of(resp)) == (3, {})  # nothing free yet (KR-3)
     d = await describe_one(client, "g")
-    assert (d.group_epoch, d.assignment_epoch, d.group_state) == (2, 2, "Reconciling")
+    assert (d.group_epoch, d.assignment_epoch, d.group_state) == (3, 3, "Reconciling")
     resp = await a.beat()  # told to revoke foo-2, foo-3, at its old epoch
-    assert resp.member_epoch == 1 and a.owned == {topic_id(broker, "foo"): [0, 1]}
+    assert resp.member_epoch == 2 and a.owned == {topic_id(broker, "foo"): [0, 1]}
     resp = await b.beat()
     assert assignment_of(resp) in (None, {})  # still not released: a has not acknowledged
     await a.beat()  # acknowledges
@@ -240,7 +240,7 @@ async def test_kh_14_leave(broker: Broker, raw: Any) -> None:
     resp = await a.leave()
     assert (resp.error_code, resp.member_id, resp.member_epoch) == (NONE, a.member_id, -1)
     d = await describe_one(client, "g")
-    assert (d.group_state, d.group_epoch, d.members) == ("Empty", 2, [])
+    assert (d.group_state, d.group_epoch, d.members) == ("Empty", 3, [])
 
 
 async def test_kh_15_static_temporary_leave_keeps_assignment(broker: Broker, raw: Any) -> None:

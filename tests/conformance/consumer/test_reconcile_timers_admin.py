@@ -65,15 +65,15 @@ async def test_kr_2_unrevoked_member_stays_until_it_acknowledges(broker: Broker,
     b = CgMember(client, "g", ["t"], member_id="b", assignor="range")
     await b.join()
     tid = broker.topics.get("t").topic_id
-    resp = await heartbeat(client, "g", "a", 1, owned={tid: [0, 1]})
-    assert resp.member_epoch == 1  # revocation asked
+    resp = await heartbeat(client, "g", "a", 2, owned={tid: [0, 1]})
+    assert resp.member_epoch == 2  # revocation asked
     for _ in range(2):  # still owning the partition: no progress
-        resp = await heartbeat(client, "g", "a", 1, owned={tid: [0, 1]})
-        assert resp.member_epoch == 1
-    resp = await heartbeat(client, "g", "a", 1)  # null TopicPartitions: no progress either
-    assert resp.member_epoch == 1
-    resp = await heartbeat(client, "g", "a", 1, owned={tid: [0]})
+        resp = await heartbeat(client, "g", "a", 2, owned={tid: [0, 1]})
+        assert resp.member_epoch == 2
+    resp = await heartbeat(client, "g", "a", 2)  # null TopicPartitions: no progress either
     assert resp.member_epoch == 2
+    resp = await heartbeat(client, "g", "a", 2, owned={tid: [0]})
+    assert resp.member_epoch == 3
 
 
 async def test_kr_4_group_states(broker: Broker, raw: Any) -> None:
@@ -118,7 +118,7 @@ async def test_kt_2_rebalance_timeout_fences_a_member_that_does_not_revoke(broke
     b = CgMember(client, "g", ["t"], member_id="b")
     await b.join()
     tid = broker.topics.get("t").topic_id
-    await heartbeat(client, "g", "a", 1, owned={tid: [0, 1]})  # told to revoke; never acknowledges
+    await heartbeat(client, "g", "a", 2, owned={tid: [0, 1]})  # told to revoke; never acknowledges
 
     async def a_gone() -> bool:
         await b.beat()

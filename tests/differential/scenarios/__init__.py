@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tests.differential.harness import Scenario
-from tests.differential.scenarios import classic, find_coordinator
+from tests.differential.scenarios import admin, classic, find_coordinator, offsets
 
-FAMILIES = (find_coordinator, classic)
+FAMILIES = (find_coordinator, classic, offsets, admin)
 
 ALL: list[Scenario] = [s for family in FAMILIES for s in family.scenarios.scenarios]
 
