@@ -31,11 +31,15 @@ from tests.support.jvm import JvmUnavailable, classpath, java_binary
 KAFKA_VERSION = "4.4.0"
 ARTIFACT = "kafka-broker"
 
-# kaflet's defaults that differ from Kafka's (broker/config.py KAFKA_DEFAULTS), as Kafka names them.
+# kaflet's defaults that differ from Kafka's (broker/config.py KAFKA_DEFAULTS), as Kafka names them;
+# and kaflet's behaviour where it has no setting: a KIP-848 group's new target assignment is
+# computed by the heartbeat that needs it (Kafka 4.4 waits group.consumer.assignment.interval.ms,
+# 1000 ms, between two assignments of a group; docs/decisions.md).
 KAFLET_GROUP_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "group.consumer.heartbeat.interval.ms": "250",
     "group.consumer.min.heartbeat.interval.ms": "250",
+    "group.consumer.assignment.interval.ms": "0",
 }
 
 _LOG4J2 = """\
