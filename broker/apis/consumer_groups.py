@@ -68,11 +68,13 @@ def _blank(text: str | None) -> bool:
 
 
 def validate_heartbeat(request: Any, version: int, assignor_names: list[str]) -> tuple[ErrorCode, str] | None:
-    """KH-2 (v0: the pinned rules; v1: KIP-1082's required member id and KIP-848's regex)."""
+    """KH-2, in Kafka 4.4's order (GroupCoordinatorService): the member id first (required from
+    v1, KIP-1082, and at any version to heartbeat or leave), then the group, instance and rack
+    ids, then what the epoch asks for; KIP-848's regex from v1."""
     epoch = request.member_epoch
     regex = request.subscribed_topic_regex if version >= 1 else None
     invalid = ErrorCode.INVALID_REQUEST
-    if version >= 1 and request.member_id.strip() == "":
+    if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and request.member_id.strip() == "":
         return invalid, "MemberId can't be empty."
     if _blank(request.group_id):
         return invalid, "GroupId can't be empty."
@@ -80,24 +82,17 @@ def validate_heartbeat(request: Any, version: int, assignor_names: list[str]) ->
         return invalid, "InstanceId can't be empty."
     if _blank(request.rack_id):
         return invalid, "RackId can't be empty."
-    if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-        if request.member_id.strip() == "":
-            return invalid, "MemberId can't be empty."
-    elif epoch == 0:
+    if epoch == 0:
         if request.rebalance_timeout_ms == -1:
             return invalid, "RebalanceTimeoutMs must be provided in first request."
         if request.topic_partitions is None or request.topic_partitions:
             return invalid, "TopicPartitions must be empty when (re-)joining."
-        if version == 0 and not request.subscribed_topic_names:
-            return invalid, "SubscribedTopicNames must be set in first request."
-        if version >= 1 and request.subscribed_topic_names is None and regex is None:
+        if request.subscribed_topic_names is None and regex is None:
             return invalid, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        if request.member_id.strip() == "":
-            return invalid, "MemberId can't be empty."
         if request.instance_id is None:
             return invalid, "InstanceId can't be null."
-    else:
+    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         return invalid, "MemberEpoch is invalid."
     if request.server_assignor is not None and request.server_assignor not in assignor_names:
         return (
