@@ -236,7 +236,7 @@ def describe_group(broker: Any, group: ConsumerGroup, include_ops: bool, default
             client_id=m.client_id,
             client_host=m.client_host,
             subscribed_topic_names=list(m.subscribed_topic_names),
-            subscribed_topic_regex=m.subscribed_topic_regex,
+            subscribed_topic_regex=m.subscribed_topic_regex or "",  # Kafka: "" for no regex
             assignment=assignment(m.assigned),
             target_assignment=assignment(group.target.get(m.member_id, {})),
             member_type=0 if m.uses_classic_protocol else 1,

@@ -328,7 +328,8 @@ class ConsumerGroupManager:
         if req.subscribed_topic_names is not None:
             updated.subscribed_topic_names = tuple(sorted(set(req.subscribed_topic_names)))
         if req.subscribed_topic_regex is not None:
-            updated.subscribed_topic_regex = req.subscribed_topic_regex
+            # "" is no regex (Kafka's member default): it drops a regex, and is no change otherwise.
+            updated.subscribed_topic_regex = req.subscribed_topic_regex or None
         updated.client_id = req.client_id
         updated.client_host = req.client_host
         updated.classic = None
