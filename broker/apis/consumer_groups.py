@@ -263,9 +263,9 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.broker.coordinator
     default = ctx.broker.config.group_consumer_assignors.split(",")[0]
     described = []
-    for group_id in dict.fromkeys(request.group_ids):  # each requested group appears once
+    for group_id in request.group_ids:  # one answer per requested id, a repeated one too (as Kafka)
         if not group_id:
-            described.append(_error_group(group_id or "", ErrorCode.INVALID_GROUP_ID, ErrorCode.INVALID_GROUP_ID.message))
+            described.append(_error_group("", ErrorCode.INVALID_GROUP_ID, None))  # Kafka sets no message here
             continue
         try:
             shard = coordinator.shard_for(group_id)
