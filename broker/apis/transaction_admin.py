@@ -93,14 +93,15 @@ def _describe_error(request: Any, code: ErrorCode) -> Any:
 
 
 def _empty(tid: str, code: ErrorCode) -> Any:
+    # Kafka sets only the id and the error: every other field keeps its schema default, 0.
     return _Described(
         error_code=code,
         transactional_id=tid,
         transaction_state="",
         transaction_timeout_ms=0,
-        transaction_start_time_ms=-1,
-        producer_id=-1,
-        producer_epoch=-1,
+        transaction_start_time_ms=0,
+        producer_id=0,
+        producer_epoch=0,
         topics=[],
     )
 

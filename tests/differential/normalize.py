@@ -11,7 +11,7 @@ in every group API), before the two transcripts are compared:
 - ids the broker generates: member ids -> the name of the actor that received them ("<a>"),
   their shape compared separately (harness.id_shape); topic ids -> "<topic NAME>"; producer
   ids -> "<pid1>", "<pid2>" in order of appearance (-1 kept).
-- timestamps (`transaction_start_time_ms`) -> "<time>" (-1 kept).
+- timestamps (`transaction_start_time_ms`) -> "<time>" (-1 and 0 kept: no time, or a default).
 - lists whose order Kafka leaves to a hash map (UNORDERED) are sorted.
 - answers that list the whole broker (ListGroups, ListTransactions) keep only this scenario's
   own names: every scenario shares the brokers with the others running beside it.
@@ -117,7 +117,7 @@ class Normalizer:
         if name == "cluster_id":
             return "<cluster>"
         if name in TIMESTAMP_FIELDS:
-            return v if v == -1 else "<time>"
+            return v if v in (-1, 0) else "<time>"  # -1 "none" and 0 a schema default are no times
         if name == "producer_id" and isinstance(v, int) and v >= 0:
             if v not in self.pids:
                 self.pids[v] = f"<pid{len(self.pids) + 1}>"
