@@ -61,8 +61,26 @@ async def create_topic(side: Side, partitions: int = 1, tag: str = "") -> str:
     return name
 
 
+async def producer_ids_ready(broker: Broker) -> None:
+    """Until an idempotent InitProducerId succeeds: a fresh Kafka answers its first ones
+    COORDINATOR_LOAD_IN_PROGRESS while its controller hands it a first block of producer ids,
+    which is start-up, not behaviour a scenario compares."""
+    client = await RawClient.connect(broker.bootstrap, "diff-setup")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            resp = await client.request(build_request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": -1}))
+            if resp.error_code == 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{broker.name}: InitProducerId still fails: {resp}")
+            await asyncio.sleep(0.05)
+    finally:
+        await client.close()
+
+
 def prepare(brokers: list[Broker], topics: dict[str, int]) -> None:
     async def both() -> Any:
-        await asyncio.gather(*(create_topics(b, topics) for b in brokers))
+        await asyncio.gather(*(create_topics(b, topics) for b in brokers), *(producer_ids_ready(b) for b in brokers))
 
     asyncio.run(both())
