@@ -137,5 +137,6 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
         if keys:
             wanted = set(keys)
             entries = [e for e in entries if e.name in wanted]
-        results.append(_result(resource, ErrorCode.NONE, None, [_wire(e, synonyms, documentation) for e in entries]))
+        # A described resource's ErrorMessage is "", not null, in Kafka's answers.
+        results.append(_result(resource, ErrorCode.NONE, "", [_wire(e, synonyms, documentation) for e in entries]))
     return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)

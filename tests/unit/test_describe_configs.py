@@ -37,7 +37,7 @@ async def test_topic_configs_at_every_version(raw: Any, broker: Broker, version:
     broker.topics.create("t", 1, {"retention.ms": "1000"})
     client = await raw()
     (result,) = (await describe(client, (TOPIC, "t", None), version=version)).results
-    assert (result.error_code, result.error_message, result.resource_type, result.resource_name) == (0, None, TOPIC, "t")
+    assert (result.error_code, result.error_message, result.resource_type, result.resource_name) == (0, "", TOPIC, "t")
     configs = configs_of(result)
     assert set(configs) == set(TOPIC_CONFIGS)
     assert configs["retention.ms"].value == "1000"
