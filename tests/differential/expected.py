@@ -48,3 +48,74 @@ expect(
     ("a:JoinGroupv9#3.protocol_name", "range", "sticky"),
     decision="Protocol vote ties",
 )
+
+
+# -- group configs (DescribeConfigs / IncrementalAlterConfigs on GROUP resources) ---------------
+
+KAFLET_GROUP_CONFIGS = ["consumer.heartbeat.interval.ms", "consumer.session.timeout.ms", "lag.aware.uncommitted"]
+# Kafka 4.4's: the consumer ones, then those of share groups (with their dead-letter queue,
+# KIP-1191) and of streams groups, which kaflet does not serve.
+KAFKA_GROUP_CONFIGS = sorted(
+    [
+        "consumer.assignment.interval.ms",
+        "consumer.heartbeat.interval.ms",
+        "consumer.session.timeout.ms",
+        "errors.deadletterqueue.copy.record.enable",
+        "errors.deadletterqueue.topic.name",
+        "share.assignment.interval.ms",
+        "share.auto.offset.reset",
+        "share.delivery.count.limit",
+        "share.heartbeat.interval.ms",
+        "share.isolation.level",
+        "share.partition.max.record.locks",
+        "share.record.lock.duration.ms",
+        "share.renew.acknowledge.enable",
+        "share.session.timeout.ms",
+        "streams.assignment.interval.ms",
+        "streams.assignor.name",
+        "streams.heartbeat.interval.ms",
+        "streams.initial.rebalance.delay.ms",
+        "streams.num.standby.replicas",
+        "streams.rack.aware.assignment.tags",
+        "streams.session.timeout.ms",
+    ]
+)
+for _v in (1, 4):
+    expect(
+        f"cfg_describe_every_group_config_v{_v}",
+        ("group configs (keys None)", (0, KAFLET_GROUP_CONFIGS), (0, KAFKA_GROUP_CONFIGS)),
+        ("group configs (keys [])", (0, KAFLET_GROUP_CONFIGS), (0, KAFKA_GROUP_CONFIGS)),
+        decision="Group configs",
+    )
+expect(
+    "cfg_kafka_only_group_configs",
+    ("ctl:IncrementalAlterConfigsv1.responses[0].error_code", 40, 0),
+    ("ctl:IncrementalAlterConfigsv1.responses[0].error_message", "<text>", None),
+    ("ctl:IncrementalAlterConfigsv1#2.responses[0].error_code", 40, 0),
+    ("ctl:IncrementalAlterConfigsv1#2.responses[0].error_message", "<text>", None),
+    ("ctl:IncrementalAlterConfigsv1#3.responses[0].error_code", 40, 0),
+    ("ctl:IncrementalAlterConfigsv1#3.responses[0].error_message", "<text>", None),
+    decision="Group configs",
+)
+# kaflet's default heartbeat interval (250 ms) is its DEFAULT_CONFIG; the reference Kafka has the
+# same value in its server.properties, a STATIC_BROKER_CONFIG over Kafka's default of 5000.
+expect(
+    "cfg_describe_heartbeat_interval",
+    ("ctl:DescribeConfigsv4.results[0].configs[0].config_source", 5, 4),
+    (
+        "ctl:DescribeConfigsv4.results[0].configs[0].synonyms",
+        [{"name": "group.consumer.heartbeat.interval.ms", "value": "250", "source": 5}],
+        [
+            {"name": "group.consumer.heartbeat.interval.ms", "value": "250", "source": 4},
+            {"name": "group.consumer.heartbeat.interval.ms", "value": "5000", "source": 5},
+        ],
+    ),
+    decision="Consumer heartbeat interval",
+)
+for _v in (0, 1):
+    expect(
+        f"cfg_set_null_unknown_and_duplicate_v{_v}",
+        (f"ctl:IncrementalAlterConfigsv{_v}#6.responses[0].error_code", 42, -1),
+        (f"ctl:IncrementalAlterConfigsv{_v}#6.responses[0].error_message", "<text>", None),
+        decision="An unknown config operation",
+    )
