@@ -743,7 +743,9 @@ class ConsumerGroupManager:
         if len(group.members) == 1:
             # The last member gone: as Kafka 4.4, the (empty) target assignment is at the new
             # epoch at once, so that an empty group is not left "assigning".
-            records.append((key_of(orec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, group.group_id), orec.consumer_group_epoch_value(epoch)))
+            records.append(
+                (key_of(orec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, group.group_id), orec.consumer_group_epoch_value(epoch))
+            )
         waiter = self.shard.write(records)
         self._cancel_timers(group.group_id, member.member_id)
         self.stats.consumer_members_fenced += 1 if reason != "left the group" else 0
