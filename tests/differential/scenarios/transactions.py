@@ -314,7 +314,8 @@ async def _(s: Side, v: int) -> None:
     txn, g = s.txn(), s.group()
     p = await init(s, 4, txn)
     await add_offsets(s, 3, txn, p.producer_id, p.producer_epoch, g)
-    await init(s, 4, txn)
+    await init(s, 4, txn)  # a new epoch: the open transaction is aborted, its markers written meanwhile
+    await settled(s, txn)
     await txn_commit(s, v, txn, p.producer_id, p.producer_epoch, g, {(T3, 0): 1})
     await txn_commit(s, v, txn, 424242, 0, g, {(T3, 0): 1})
 
