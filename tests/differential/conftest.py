@@ -97,6 +97,15 @@ class DifferentialRun:
             self.outcomes.update(uvloop.run(self._run_all([scenario])))
         return self.outcomes[name]
 
+    def every_outcome(self) -> dict[str, tuple[Run, Run]]:
+        """Every scenario's outcome, running those this session has not run yet."""
+        self.outcome(ALL[0].name)
+        assert self.outcomes is not None
+        missing = [s for s in ALL if s.name not in self.outcomes]
+        if missing:
+            self.outcomes.update(uvloop.run(self._run_all(missing)))
+        return self.outcomes
+
     async def _run_all(self, scenarios: list[Any]) -> dict[str, tuple[Run, Run]]:
         limit = asyncio.Semaphore(CONCURRENCY)
 

@@ -38,6 +38,33 @@ GROUP_APIS = {
     "ShareAcknowledge",
 }
 
+# The group APIs the issue names: every version both brokers serve has a scenario
+# (test_every_group_api_version_has_a_scenario).
+COVERED_APIS = {
+    "FindCoordinator",
+    "JoinGroup",
+    "SyncGroup",
+    "Heartbeat",
+    "LeaveGroup",
+    "OffsetCommit",
+    "OffsetFetch",
+    "DescribeGroups",
+    "ListGroups",
+    "DeleteGroups",
+    "OffsetDelete",
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
+    "InitProducerId",
+    "AddPartitionsToTxn",
+    "AddOffsetsToTxn",
+    "EndTxn",
+    "TxnOffsetCommit",
+    "DescribeTransactions",
+    "ListTransactions",
+    "IncrementalAlterConfigs",
+    "DescribeConfigs",
+}
+
 # Group APIs Kafka 4.4 serves and kaflet does not (docs/decisions.md, "Group APIs kaflet does
 # not serve"): share groups (KIP-932) and streams groups (KIP-1071) are not served by kaflet;
 # WriteTxnMarkers is what a transaction coordinator sends partition leaders on other brokers.
@@ -126,3 +153,20 @@ def test_api_versions(differential: Any, kafka_api_facts: dict[int, dict[str, An
     # ...and every one of them is a group API Kafka knows by that name.
     assert set(NOT_SERVED_BY_KAFLET) | set(VERSIONS_NOT_SERVED_BY_KAFLET) <= set(name.values())
     record_result(request.config, "api_versions", "documented")
+
+
+def test_every_group_api_version_has_a_scenario(differential: Any, kafka_api_facts: dict[int, dict[str, Any]]) -> None:
+    """Each version both brokers serve of each group API is sent by at least one scenario."""
+    ours, theirs = (asyncio.run(_api_versions(b.bootstrap)) for b in (differential.kaflet, differential.kafka))
+    served = {k.api_key: (k.min_version, k.max_version) for k in theirs.api_keys}
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in ours.api_keys}
+    name = {key: facts["name"] for key, facts in kafka_api_facts.items()}
+    both = {
+        (name[k], v)
+        for k in served.keys() & advertised.keys()
+        if name[k] in COVERED_APIS
+        for v in range(max(served[k][0], advertised[k][0]), min(served[k][1], advertised[k][1]) + 1)
+    }
+    assert {n for n, _v in both} == COVERED_APIS
+    sent = {(name[k], v) for kaflet, kafka in differential.every_outcome().values() for k, v in kaflet.side.calls | kafka.side.calls}
+    assert sorted(both - sent) == []

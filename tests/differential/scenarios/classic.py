@@ -727,3 +727,82 @@ async def _(s: Side) -> None:
     rb = await s.answer(pb, timeout=30)
     s.note("b leads", rb.leader == rb.member_id)
     await described(s, g)
+
+
+# -- rules pinned by name --------------------------------------------------------------------------
+
+
+@scenarios("cs_3_states_through_a_rebalance", rule="CS-3")
+async def _(s: Side) -> None:
+    g = s.group()
+    await described(s, g)  # absent: Dead
+    a = await join(s, "a", g, 9)  # a pending member only: still no group member
+    await described(s, g)
+    a = await join(s, "a", g, 9, a.member_id)
+    await described(s, g)  # CompletingRebalance
+    await sync(s, "a", g, 5, a.member_id, a.generation_id, {a.member_id: A3})
+    await described(s, g)  # Stable
+    pa = await s.send("a", ApiKey.JOIN_GROUP, 9, **join_fields(g, 9, a.member_id, protocols=protocols([T1])))
+    await s.answer(pa)  # the lone member rejoins: the join completes at once
+    await described(s, g)
+    await leave(s, "a", g, 5, [(a.member_id, None)])
+    await described(s, g)  # Empty
+
+
+@scenarios.versions("jg_8_member_id_format", (3, 9), rule="JG-8")
+async def _(s: Side, v: int) -> None:
+    # The ids are compared by shape (<client id>-<UUID>, <instance id>-<UUID>): "generated ids".
+    await join_dynamic(s, "consumer-1", s.group("dynamic"), v)
+    if v >= 5:
+        await join(s, "consumer-2", s.group("static"), v, group_instance_id="instance-7")
+
+
+@scenarios("jg_9_pending_member_rejoins", rule="JG-9")
+async def _(s: Side) -> None:
+    g = s.group()
+    await stable_group(s, g)
+    pending = await join(s, "b", g, 9)
+    await described(s, g)
+    pb = await s.send("b", ApiKey.JOIN_GROUP, 9, **join_fields(g, 9, pending.member_id))
+    await wait_state(s, g, "PreparingRebalance")
+    await described(s, g)
+    await s.unanswered(pb, 0.2)
+
+
+@scenarios("jg_14_a_new_group_completes_at_once", rule="JG-14")
+async def _(s: Side) -> None:
+    # With group.initial.rebalance.delay.ms 0 (kaflet's default, set on the reference Kafka).
+    g = s.group()
+    first = await join(s, "a", g, 9)
+    pa = await s.send("a", ApiKey.JOIN_GROUP, 9, **join_fields(g, 9, first.member_id))
+    await s.answer(pa, timeout=5)
+
+
+@scenarios("jg_2_v0_rebalance_timeout_is_the_session_timeout", rule="JG-2", slow=True)
+async def _(s: Side) -> None:
+    g = s.group()
+    a = await join(s, "a", g, 0, session_timeout_ms=6000)  # v0: rebalance timeout := 6000
+    await sync(s, "a", g, 0, a.member_id, a.generation_id, {a.member_id: A3})
+    b = await join(s, "b", g, 9, session_timeout_ms=30_000, rebalance_timeout_ms=1000)
+    pb = await s.send("b", ApiKey.JOIN_GROUP, 9, **join_fields(g, 9, b.member_id, session_timeout_ms=30_000, rebalance_timeout_ms=1000))
+    # a never rejoins: the join phase ends after the group's rebalance timeout, a's 6000 ms.
+    await s.unanswered(pb, 2.5)
+    await s.answer(pb, timeout=30)
+    await described(s, g)
+
+
+@scenarios("sg_5_follower_parks_until_the_leader_syncs", rule="SG-5")
+async def _(s: Side) -> None:
+    g = s.group()
+    a = await join_dynamic(s, "a", g, 9)
+    b_pre = await join(s, "b", g, 9)
+    pb = await s.send("b", ApiKey.JOIN_GROUP, 9, **join_fields(g, 9, b_pre.member_id))
+    await wait_state(s, g, "PreparingRebalance")
+    ra = await join(s, "a", g, 9, a.member_id)
+    rb = await s.answer(pb)
+    sb = await s.send("b", ApiKey.SYNC_GROUP, 4, **sync_fields(g, 4, rb.member_id, rb.generation_id, {rb.member_id: b"ignored"}))
+    await s.unanswered(sb, 0.3)
+    await heartbeat(s, "a", g, 4, ra.member_id, ra.generation_id)
+    await s.unanswered(sb, 0.2)
+    await sync(s, "a", g, 4, ra.member_id, ra.generation_id, {rb.member_id: assignment({T1: [0]})})
+    await s.answer(sb)

@@ -366,3 +366,42 @@ async def _(s: Side) -> None:
     await s.until(lambda: describe_quiet(s, g), lambda d: not d.groups[0].members, "a fenced after its session timeout", timeout=90)
     await hb(s, "a", 1, g, a.member_id, a.member_epoch)
     await describe(s, 0, [g])
+
+
+# -- rules pinned by name --------------------------------------------------------------------------
+
+
+@scenarios("kr_4_group_states", rule="KR-4")
+async def _(s: Side) -> None:
+    g = s.group()
+    a = await first_join(s, "a", 1, g, server_assignor="range")
+    await describe(s, 0, [g])  # Stable
+    b = await first_join(s, "b", 1, g, server_assignor="range")
+    await describe(s, 0, [g])  # Reconciling: a still owns what b is to get
+    a2 = await hb(s, "a", 1, g, a.member_id, a.member_epoch, topic_partitions=owned(a))
+    await hb(s, "a", 1, g, a.member_id, a2.member_epoch, topic_partitions=owned(a2))
+    await hb(s, "b", 1, g, b.member_id, b.member_epoch, topic_partitions=[])
+    await describe(s, 0, [g])  # Stable
+    await hb(s, "a", 1, g, a.member_id, -1)
+    await hb(s, "b", 1, g, b.member_id, -1)
+    await describe(s, 0, [g])  # Empty
+
+
+@scenarios("ka_1_the_assignor_most_members_prefer", rule="KA-1")
+async def _(s: Side) -> None:
+    g = s.group()
+    await first_join(s, "a", 1, g, [T1])
+    await describe(s, 0, [g])  # no preference: the default, uniform
+    await first_join(s, "b", 1, g, [T1], server_assignor="range")
+    await describe(s, 0, [g])
+
+
+@scenarios("km_4_downgrade_when_the_last_consumer_member_leaves", rule="KM-4")
+async def _(s: Side) -> None:
+    g = s.group()
+    k = await first_join(s, "k", 1, g, [T1])
+    c = await join_dynamic(s, "c", g, 9, protocols=protocols([T1]))
+    await sync(s, "c", g, 5, c.member_id, c.generation_id)
+    await hb(s, "k", 1, g, k.member_id, -1)
+    await s.call("ctl", ApiKey.DESCRIBE_GROUPS, 5, groups=[g], include_authorized_operations=False)
+    await describe(s, 0, [g])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.differential.brokers import create_topic
 from tests.differential.harness import Registry
 from tests.differential.scenarios.common import (
@@ -12,6 +14,7 @@ from tests.differential.scenarios.common import (
     ApiKey,
     Side,
     commit,
+    commit_fields,
     describe,
     fetch,
     join_dynamic,
@@ -359,3 +362,52 @@ async def _(s: Side) -> None:
     await offset_delete(s, g, {T1: [0], T3: [1]})
     d = await describe(s, g)
     s.note("state", d.group_state)
+
+
+@scenarios.versions("of_5_require_stable", (7, 8, 9), rule="OF-5")
+async def _(s: Side, v: int) -> None:
+    txn, g = s.txn(), s.group()
+    await commit(s, "c", g, 9, {(T3, 0): 1, (T3, 1): 2})
+    p = await s.call(
+        "p", ApiKey.INIT_PRODUCER_ID, 4, transactional_id=txn, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1
+    )
+    await s.call(
+        "p", ApiKey.ADD_OFFSETS_TO_TXN, 3, transactional_id=txn, producer_id=p.producer_id, producer_epoch=p.producer_epoch, group_id=g
+    )
+    await s.call(
+        "p",
+        ApiKey.TXN_OFFSET_COMMIT,
+        3,
+        transactional_id=txn,
+        group_id=g,
+        producer_id=p.producer_id,
+        producer_epoch=p.producer_epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            {
+                "name": T3,
+                "partitions": [{"partition_index": 0, "committed_offset": 9, "committed_leader_epoch": -1, "committed_metadata": ""}],
+            }
+        ],
+    )
+    await fetch(s, "c", g, v, {T3: [0, 1]}, require_stable=True)
+    await fetch(s, "c", g, v, None, require_stable=True)
+    await fetch(s, "c", g, v, {T3: [0, 1]}, require_stable=False)
+
+
+@scenarios("oc_5_commits_keep_the_member_alive", rule="OC-5", slow=True)
+async def _(s: Side) -> None:
+    g = s.group()
+    a = await join_dynamic(s, "a", g, 9, session_timeout_ms=6000, rebalance_timeout_ms=6000)
+    await sync(s, "a", g, 5, a.member_id, a.generation_id, {})
+    # Only commits for 9 s (longer than the session): the member stays.
+    deadline = asyncio.get_running_loop().time() + 9
+    n = 0
+    while asyncio.get_running_loop().time() < deadline:
+        n += 1
+        await s.quiet("a", ApiKey.OFFSET_COMMIT, 9, **commit_fields(g, 9, {(T3, 0): n}, generation=a.generation_id, member_id=a.member_id))
+        await asyncio.sleep(1.0)  # a consumer's commit interval, not a wait for the broker
+    await s.call("ctl", ApiKey.DESCRIBE_GROUPS, 5, groups=[g], include_authorized_operations=False)
+    await commit(s, "a", g, 9, {(T3, 0): 0}, generation=a.generation_id, member_id=a.member_id)
