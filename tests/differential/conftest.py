@@ -35,7 +35,13 @@ _STATS = pytest.StashKey[dict[str, float]]()
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Which scenarios this session runs: those whose tests were selected (`-k` works as usual)."""
-    names = [item.callspec.params["scenario"].name for item in items if item.originalname == "test_scenario" and hasattr(item, "callspec")]
+    names = [
+        item.callspec.params["scenario"].name
+        for item in items
+        if getattr(item, "module", None) is not None
+        and item.module.__name__ == "tests.differential.test_scenarios"
+        and hasattr(item, "callspec")
+    ]
     config.stash[_SELECTED] = names
     config.stash[_RESULTS] = {}
 

@@ -66,13 +66,21 @@ async def _(s: Side, v: int) -> None:
     await commit(s, "a", s.group(), v, {(T3, 0): 1}, generation=1, member_id="m")
 
 
-@scenarios.versions("oc_ge_4_empty_group_id_is_a_group", (2, 8, 9), rule="GE-4")
-async def _(s: Side, v: int) -> None:
-    # "" is a legal group for OffsetCommit and OffsetFetch; every scenario shares it, so only
-    # its own topic's offsets are looked at.
+@scenarios("ge_4_the_empty_group_id", rule="GE-4")
+async def _(s: Side) -> None:
+    # "" is a legal group for OffsetCommit, OffsetFetch, DescribeGroups and DeleteGroups. Both
+    # brokers have one group "" for every scenario: only this one changes it.
     t = await create_topic(s)
-    await commit(s, "a", "", v, {(t, 0): 7})
+    for v in (2, 8, 9):
+        await commit(s, "a", "", v, {(t, 0): v})
+        await fetch(s, "a", "", 1, {t: [0]})
+        await fetch(s, "a", "", 8, {t: [0]})
+    await s.call("ctl", ApiKey.DESCRIBE_GROUPS, 0, groups=[""])
+    await s.call("ctl", ApiKey.DESCRIBE_GROUPS, 5, groups=[""], include_authorized_operations=False)
+    await s.call("ctl", ApiKey.DELETE_GROUPS, 0, groups_names=[""])
+    await s.call("ctl", ApiKey.DELETE_GROUPS, 2, groups_names=[""])
     await fetch(s, "a", "", 8, {t: [0]})
+    await s.call("ctl", ApiKey.DESCRIBE_GROUPS, 5, groups=[""], include_authorized_operations=False)
 
 
 @scenarios.versions("oc_4_member_commit_in_stable", (2, 5, 7, 9), rule="OC-4")
