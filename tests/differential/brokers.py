@@ -8,11 +8,11 @@ import time
 from typing import Any
 
 from protocol.apis import ApiKey
-from tests.differential.harness import Broker, Side, build_request
+from tests.differential.harness import Side, Target, build_request
 from tests.support.raw_client import RawClient
 
 
-async def create_topics(broker: Broker, topics: dict[str, int], client: RawClient | None = None) -> None:
+async def create_topics(broker: Target, topics: dict[str, int], client: RawClient | None = None) -> None:
     """Create `topics` ({name: partitions}) and wait until each has a leader for every partition."""
     own = client is None
     client = client or await RawClient.connect(broker.bootstrap, "diff-setup")
@@ -61,7 +61,7 @@ async def create_topic(side: Side, partitions: int = 1, tag: str = "") -> str:
     return name
 
 
-async def producer_ids_ready(broker: Broker) -> None:
+async def producer_ids_ready(broker: Target) -> None:
     """Until an idempotent InitProducerId succeeds: a fresh Kafka answers its first ones
     COORDINATOR_LOAD_IN_PROGRESS while its controller hands it a first block of producer ids,
     which is start-up, not behaviour a scenario compares."""
@@ -79,7 +79,7 @@ async def producer_ids_ready(broker: Broker) -> None:
         await client.close()
 
 
-def prepare(brokers: list[Broker], topics: dict[str, int]) -> None:
+def prepare(brokers: list[Target], topics: dict[str, int]) -> None:
     async def both() -> Any:
         await asyncio.gather(*(create_topics(b, topics) for b in brokers), *(producer_ids_ready(b) for b in brokers))
 

@@ -21,7 +21,7 @@ import uvloop
 
 from broker.embed import BrokerProcess
 from tests.differential.brokers import prepare
-from tests.differential.harness import Broker, Run, run_both
+from tests.differential.harness import Run, Target, run_both
 from tests.differential.scenarios import ALL
 from tests.differential.scenarios.common import SHARED_TOPICS
 
@@ -86,7 +86,7 @@ def kaflet_differential(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Br
 class DifferentialRun:
     """The outcomes of this session's scenarios, run together on first use."""
 
-    def __init__(self, config: pytest.Config, kaflet: Broker, kafka: Broker) -> None:
+    def __init__(self, config: pytest.Config, kaflet: Target, kafka: Target) -> None:
         self.config = config
         self.kaflet = kaflet
         self.kafka = kafka
@@ -126,8 +126,8 @@ class DifferentialRun:
 
 @pytest.fixture(scope="session")
 def differential(request: pytest.FixtureRequest, kafka_reference: Any, kaflet_differential: BrokerProcess) -> DifferentialRun:
-    kaflet = Broker("kaflet", kaflet_differential.bootstrap)
-    kafka = Broker("kafka", kafka_reference.bootstrap)
+    kaflet = Target("kaflet", kaflet_differential.bootstrap)
+    kafka = Target("kafka", kafka_reference.bootstrap)
     prepare([kaflet, kafka], SHARED_TOPICS)
     request.config.stash.setdefault(_STATS, {})["kafka_start"] = kafka_reference.start_seconds
     return DifferentialRun(request.config, kaflet, kafka)

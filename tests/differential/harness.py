@@ -101,7 +101,7 @@ class Pending:
 
 
 @dataclass
-class Broker:
+class Target:
     """What a scenario knows of one broker: its name and address, and its topics' ids."""
 
     name: str  # "kaflet" or "kafka"
@@ -113,7 +113,7 @@ class Broker:
 class Side:
     """One scenario's run against one broker: connections per actor, the transcript, id aliases."""
 
-    def __init__(self, broker: Broker, scenario: str) -> None:
+    def __init__(self, broker: Target, scenario: str) -> None:
         self.broker = broker
         self.scenario = scenario
         self.own = broker.prefix + scenario  # every name this scenario makes starts so
@@ -316,7 +316,7 @@ class Run:
     seconds: float = 0.0
 
 
-async def run_side(scenario: Scenario, broker: Broker, timeout: float) -> Run:
+async def run_side(scenario: Scenario, broker: Target, timeout: float) -> Run:
     side = Side(broker, scenario.name)
     t0 = time.monotonic()
     run = Run(side)
@@ -332,7 +332,7 @@ async def run_side(scenario: Scenario, broker: Broker, timeout: float) -> Run:
     return run
 
 
-async def run_both(scenario: Scenario, kaflet: Broker, kafka: Broker, timeout: float) -> tuple[Run, Run]:
+async def run_both(scenario: Scenario, kaflet: Target, kafka: Target, timeout: float) -> tuple[Run, Run]:
     """The scenario against both brokers at once (each side independent of the other)."""
     ours, theirs = await asyncio.gather(run_side(scenario, kaflet, timeout), run_side(scenario, kafka, timeout))
     return ours, theirs
