@@ -27,8 +27,9 @@ _Assignment = _Member.Assignment
 _Topic = _Assignment.TopicPartitions
 
 INT32_MIN = -(2**31)
-# AclOperation READ(3), DELETE(6), DESCRIBE(8): what an authorizer-less Kafka reports for a group.
-GROUP_OPERATIONS_BITS = (1 << 3) | (1 << 6) | (1 << 8)
+# What an authorizer-less Kafka 4.4 reports for a group: READ(3), DELETE(6), DESCRIBE(8),
+# DESCRIBE_CONFIGS(10) and ALTER_CONFIGS(11) (group_admin.GROUP_OPERATIONS as bits).
+GROUP_OPERATIONS_BITS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 

@@ -19,8 +19,9 @@ _Member = _Described.DescribedGroupMember
 _Listed = ListGroupsResponse.ListedGroup
 _Deleted = DeleteGroupsResponse.DeletableGroupResult
 
-# What an authorizer-less Kafka reports for a group (AclOperation codes READ, DELETE, DESCRIBE).
-GROUP_OPERATIONS = frozenset({3, 6, 8})
+# What an authorizer-less Kafka 4.4 reports for a group (AclEntry.supportedOperations(GROUP)):
+# AclOperation codes READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (group configs).
+GROUP_OPERATIONS = frozenset({3, 6, 8, 10, 11})
 GROUP_TYPES = ("classic", "consumer", "share")
 
 

@@ -202,3 +202,11 @@ async def _(s: Side) -> None:
     g = s.group()
     await join_dynamic(s, "a", g, 9)
     await s.call("ctl", ApiKey.DELETE_GROUPS, 2, groups_names=[g])
+
+
+@scenarios.versions("dg_authorized_operations", (3, 4, 5))
+async def _(s: Side, v: int) -> None:
+    # No authorizer: Kafka lists every operation a group allows.
+    g = s.group()
+    await stable_group(s, g)
+    await s.call("ctl", ApiKey.DESCRIBE_GROUPS, v, groups=[g, s.group("absent")], include_authorized_operations=True)

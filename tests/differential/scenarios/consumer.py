@@ -405,3 +405,10 @@ async def _(s: Side) -> None:
     await hb(s, "k", 1, g, k.member_id, -1)
     await s.call("ctl", ApiKey.DESCRIBE_GROUPS, 5, groups=[g], include_authorized_operations=False)
     await describe(s, 0, [g])
+
+
+@scenarios.versions("kd_authorized_operations", DESCRIBE_VERSIONS)
+async def _(s: Side, v: int) -> None:
+    g = s.group()
+    await first_join(s, "a", 1, g)
+    await s.call("ctl", ApiKey.CONSUMER_GROUP_DESCRIBE, v, group_ids=[g, s.group("absent")], include_authorized_operations=True)
