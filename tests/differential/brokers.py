@@ -79,8 +79,44 @@ async def producer_ids_ready(broker: Target) -> None:
         await client.close()
 
 
+async def groups_see_topics(broker: Target, topics: dict[str, int]) -> None:
+    """Until a KIP-848 group is assigned every partition of `topics`: Kafka's group coordinator
+    learns of new topics from its metadata image a moment after Metadata shows them."""
+    client = await RawClient.connect(broker.bootstrap, "diff-setup")
+    group, member = "diff-setup.topics", "diff-setup-member-id-0"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            fields = {
+                "group_id": group,
+                "member_id": member,
+                "member_epoch": 0,
+                "instance_id": None,
+                "rack_id": None,
+                "rebalance_timeout_ms": 30_000,
+                "subscribed_topic_names": sorted(topics),
+                "subscribed_topic_regex": None,
+                "server_assignor": None,
+                "topic_partitions": [],
+            }
+            resp = await client.request(build_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, fields))
+            assigned = sum(len(tp.partitions) for tp in resp.assignment.topic_partitions) if resp.assignment else 0
+            await client.request(build_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {**fields, "member_epoch": -1}))
+            if resp.error_code == 0 and assigned == sum(topics.values()):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{broker.name}: a consumer group is still not assigned {sorted(topics)}: {resp}")
+            await asyncio.sleep(0.05)
+    finally:
+        await client.close()
+
+
 def prepare(brokers: list[Target], topics: dict[str, int]) -> None:
+    async def one(broker: Target) -> None:
+        await create_topics(broker, topics)
+        await asyncio.gather(groups_see_topics(broker, topics), producer_ids_ready(broker))
+
     async def both() -> Any:
-        await asyncio.gather(*(create_topics(b, topics) for b in brokers), *(producer_ids_ready(b) for b in brokers))
+        await asyncio.gather(*(one(b) for b in brokers))
 
     asyncio.run(both())
