@@ -689,8 +689,10 @@ class ConsumerGroupManager:
     # -- offsets (KO-1, OF-8) ------------------------------------------------------------------
 
     @staticmethod
-    def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int, transactional: bool) -> ErrorCode:
-        return validate_offset_commit(group, member_id, member_epoch, api_version, transactional)
+    def validate_offset_commit(
+        group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int, transactional: bool, instance_id: str | None = None
+    ) -> ErrorCode:
+        return validate_offset_commit(group, member_id, member_epoch, api_version, transactional, instance_id)
 
     @staticmethod
     def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:
@@ -846,17 +848,24 @@ def _member_epoch_error(received: int, member: ConsumerMember) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int, transactional: bool) -> ErrorCode:
+def validate_offset_commit(
+    group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int, transactional: bool, instance_id: str | None = None
+) -> ErrorCode:
     """KO-1: admin commits (epoch < 0) only into an empty group; members commit at their epoch,
-    with OffsetCommit v9+ when they use the consumer protocol."""
+    with OffsetCommit v9+ when they use the consumer protocol. A transactional commit (TX-2) may
+    come without member (generation -1, no member or instance id) into any group, as in Kafka
+    4.4; its stale epoch is ILLEGAL_GENERATION, TxnOffsetCommit up to v5 knowing no other."""
     if member_epoch < 0 and not group.members:
+        return ErrorCode.NONE
+    if transactional and member_epoch == -1 and member_id == "" and instance_id is None:
         return ErrorCode.NONE
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
     if not transactional and not member.uses_classic_protocol and api_version < 9:
         return ErrorCode.UNSUPPORTED_VERSION
-    return _member_epoch_error(member_epoch, member)
+    error = _member_epoch_error(member_epoch, member)
+    return ErrorCode.ILLEGAL_GENERATION if transactional and error is ErrorCode.STALE_MEMBER_EPOCH else error
 
 
 def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:

@@ -391,3 +391,29 @@ async def _(s: Side, v: int) -> None:
     if v >= 2:
         await s.call("ctl", ApiKey.LIST_TRANSACTIONS, v, **{**fields, "transactional_id_pattern": ".*txn\\.empty"})
         await s.call("ctl", ApiKey.LIST_TRANSACTIONS, v, **{**fields, "transactional_id_pattern": "("})
+
+
+@scenarios.versions("tx_2_consumer_group_member", (3, 5), rule="TX-2")
+async def _(s: Side, v: int) -> None:
+    txn, g = s.txn(), s.group()
+    k = await s.call(
+        "k",
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        1,
+        group_id=g,
+        member_id="k-member-id-of-22chars",
+        member_epoch=0,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=[T3],
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=[],
+    )
+    p = await init(s, 4, txn)
+    await add_offsets(s, 3, txn, p.producer_id, p.producer_epoch, g)
+    await txn_commit(s, v, txn, p.producer_id, p.producer_epoch, g, {(T3, 0): 1}, generation=k.member_epoch, member_id=k.member_id)
+    await txn_commit(s, v, txn, p.producer_id, p.producer_epoch, g, {(T3, 0): 2}, generation=k.member_epoch - 1, member_id=k.member_id)
+    await txn_commit(s, v, txn, p.producer_id, p.producer_epoch, g, {(T3, 0): 3}, generation=k.member_epoch, member_id="nobody")
+    await txn_commit(s, v, txn, p.producer_id, p.producer_epoch, g, {(T3, 0): 4})
