@@ -412,3 +412,15 @@ async def _(s: Side, v: int) -> None:
     g = s.group()
     await first_join(s, "a", 1, g)
     await s.call("ctl", ApiKey.CONSUMER_GROUP_DESCRIBE, v, group_ids=[g, s.group("absent")], include_authorized_operations=True)
+
+
+@scenarios("km_3_consumer_member_over_the_classic_apis", rule="KM-3")
+async def _(s: Side) -> None:
+    g = s.group()
+    k = await first_join(s, "k", 1, g, [T1])
+    m, e = k.member_id, k.member_epoch
+    await s.call("k", ApiKey.HEARTBEAT, 4, group_id=g, generation_id=e, member_id=m, group_instance_id=None)
+    await sync(s, "k", g, 5, m, e)
+    await s.call("k", ApiKey.JOIN_GROUP, 9, **join_fields(g, 9, m, protocols=protocols([T1])))
+    await s.call("k", ApiKey.LEAVE_GROUP, 5, group_id=g, members=[{"member_id": m, "group_instance_id": None, "reason": "x"}])
+    await describe(s, 0, [g])
