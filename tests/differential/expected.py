@@ -119,3 +119,12 @@ for _v in (0, 1):
         (f"ctl:IncrementalAlterConfigsv{_v}#6.responses[0].error_message", "<text>", None),
         decision="An unknown config operation",
     )
+
+
+# -- KIP-848 offsets ----------------------------------------------------------------------------
+
+expect(
+    "ko_1_commit_at_an_older_member_epoch",
+    ("a:OffsetCommitv9.topics[0].partitions[0].error_code", 113, 0),
+    decision="Offset commits at an older member epoch",
+)

@@ -424,3 +424,17 @@ async def _(s: Side) -> None:
     await s.call("k", ApiKey.JOIN_GROUP, 9, **join_fields(g, 9, m, protocols=protocols([T1])))
     await s.call("k", ApiKey.LEAVE_GROUP, 5, group_id=g, members=[{"member_id": m, "group_instance_id": None, "reason": "x"}])
     await describe(s, 0, [g])
+
+
+@scenarios("ko_1_commit_at_an_older_member_epoch", rule="KO-1")
+async def _(s: Side) -> None:
+    g = s.group()
+    a = await first_join(s, "a", 1, g, server_assignor="range")  # all of T3, at epoch 2
+    a = await hb(s, "a", 1, g, a.member_id, a.member_epoch, topic_partitions=owned(a))
+    b = await first_join(s, "b", 1, g, server_assignor="range")  # epoch 3: a is to give up T3-2
+    a_revoke = await hb(s, "a", 1, g, a.member_id, a.member_epoch, topic_partitions=owned(a))
+    a3 = await hb(s, "a", 1, g, a.member_id, a_revoke.member_epoch, topic_partitions=owned(a_revoke))
+    old = a.member_epoch
+    for partition, epoch in ((0, old), (2, old), (0, old - 1), (0, a3.member_epoch)):
+        await commit(s, "a", g, 9, {(T3, partition): 10 + partition}, generation=epoch, member_id=a.member_id)
+    _ = b
