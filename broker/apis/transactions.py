@@ -288,6 +288,8 @@ def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
             code = ErrorCode.INVALID_PRODUCER_EPOCH  # as Kafka's AddPartitionsToTxnManager reports it
     else:
         code = txn.verify(request.transactional_id, request.producer_id, request.producer_epoch, OFFSETS_TOPIC, shard.partition)  # TX-3
+        if code is ErrorCode.INVALID_TXN_STATE and version == 4:
+            code = ErrorCode.TRANSACTION_ABORTABLE  # KIP-890 part 1: v4 knows the abortable error (Kafka's GENERIC_ERROR_SUPPORTED)
         waits = []
     if code is not ErrorCode.NONE:
         if code in _UNAVAILABLE or code is ErrorCode.CONCURRENT_TRANSACTIONS:

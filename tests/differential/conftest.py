@@ -119,9 +119,13 @@ class DifferentialRun:
             async with limit:
                 return scenario.name, await run_both(scenario, self.kaflet, self.kafka, SCENARIO_TIMEOUT)
 
-        # Slow scenarios first: their waits then overlap everything else.
-        ordered = sorted(scenarios, key=lambda s: not s.slow)
-        return dict(await asyncio.gather(*(one(s) for s in ordered)))
+        # Slow scenarios first: their waits then overlap everything else; exclusive ones last, alone.
+        ordered = sorted((s for s in scenarios if not s.exclusive), key=lambda s: not s.slow)
+        outcomes = dict(await asyncio.gather(*(one(s) for s in ordered)))
+        for s in scenarios:
+            if s.exclusive:
+                outcomes[s.name] = await run_both(s, self.kaflet, self.kafka, SCENARIO_TIMEOUT)
+        return outcomes
 
 
 @pytest.fixture(scope="session")

@@ -264,6 +264,9 @@ class Scenario:
     run: ScenarioFn
     rule: str | None = None
     slow: bool = False  # waits on a broker timer (session expiry, rebalance timeout)
+    # Runs alone, after the others: Kafka's answer would depend on what other scenarios do at the
+    # same moment (its transaction verifications from all clients go out in shared batches).
+    exclusive: bool = False
 
 
 class Registry:
@@ -272,26 +275,28 @@ class Registry:
     def __init__(self) -> None:
         self.scenarios: list[Scenario] = []
 
-    def add(self, name: str, run: ScenarioFn, *, rule: str | None = None, slow: bool = False) -> None:
-        self.scenarios.append(Scenario(name, run, rule, slow))
+    def add(self, name: str, run: ScenarioFn, *, rule: str | None = None, slow: bool = False, exclusive: bool = False) -> None:
+        self.scenarios.append(Scenario(name, run, rule, slow, exclusive))
 
-    def __call__(self, name: str, *, rule: str | None = None, slow: bool = False) -> Callable[[ScenarioFn], ScenarioFn]:
+    def __call__(
+        self, name: str, *, rule: str | None = None, slow: bool = False, exclusive: bool = False
+    ) -> Callable[[ScenarioFn], ScenarioFn]:
         """Decorator form: `@scenarios("jg_1_session_timeout_below_minimum", rule="JG-1")`."""
 
         def register(fn: ScenarioFn) -> ScenarioFn:
-            self.add(name, fn, rule=rule, slow=slow)
+            self.add(name, fn, rule=rule, slow=slow, exclusive=exclusive)
             return fn
 
         return register
 
     def versions(
-        self, name: str, versions: Iterable[int], *, rule: str | None = None, slow: bool = False
+        self, name: str, versions: Iterable[int], *, rule: str | None = None, slow: bool = False, exclusive: bool = False
     ) -> Callable[[Callable[[Side, int], Awaitable[None]]], Callable[[Side, int], Awaitable[None]]]:
         """Decorator: one scenario per version, named `<name>_v<version>`."""
 
         def register(fn: Callable[[Side, int], Awaitable[None]]) -> Callable[[Side, int], Awaitable[None]]:
             for v in versions:
-                self.add(f"{name}_v{v}", _bind(fn, v), rule=rule, slow=slow)
+                self.add(f"{name}_v{v}", _bind(fn, v), rule=rule, slow=slow, exclusive=exclusive)
             return fn
 
         return register

@@ -269,7 +269,7 @@ async def _(s: Side) -> None:
     await fetch(s, "c", g, 8, {T3: [0]})
 
 
-@scenarios.versions("tx_1_without_add_offsets", (0, 3, 5), rule="TX-1")
+@scenarios.versions("tx_1_without_add_offsets", (0, 2, 3, 4, 5), rule="TX-1", exclusive=True)
 async def _(s: Side, v: int) -> None:
     txn, g = s.txn(), s.group()
     p = await init(s, 4, txn)
