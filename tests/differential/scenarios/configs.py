@@ -53,6 +53,20 @@ async def alter(
     )
 
 
+async def visible(s: Side, group: str, name: str, value: str | None) -> None:
+    """Until DescribeConfigs shows the group's own `value` for `name` (None: no value of its own).
+    Kafka applies a config change through its metadata log, a moment after it answered."""
+
+    async def probe() -> Any:
+        return await s.quiet("ctl", ApiKey.DESCRIBE_CONFIGS, 4, **describe_fields(4, [(GROUP, group, [name])]))
+
+    def shown(resp: Any) -> bool:
+        (entry,) = resp.results[0].configs
+        return (entry.config_source == 8 and entry.value == value) if value is not None else entry.config_source != 8
+
+    await s.until(probe, shown, f"{group}'s {name} = {value}")
+
+
 @scenarios.versions("cfg_describe_every_group_config", (1, 4))
 async def _(s: Side, v: int) -> None:
     # Which configs a group has (their values and sources are compared by the scenarios below,
@@ -84,8 +98,10 @@ async def _(s: Side) -> None:
 async def _(s: Side, v: int) -> None:
     g = s.group()
     await alter(s, v, g, [("consumer.session.timeout.ms", SET, "50000")])
+    await visible(s, g, "consumer.session.timeout.ms", "50000")
     await describe_configs(s, 4, [(GROUP, g, ["consumer.session.timeout.ms"])], synonyms=True)
     await alter(s, v, g, [("consumer.session.timeout.ms", DELETE, None)])
+    await visible(s, g, "consumer.session.timeout.ms", None)
     await describe_configs(s, 4, [(GROUP, g, ["consumer.session.timeout.ms"])], synonyms=True)
     await alter(s, v, g, [("consumer.session.timeout.ms", DELETE, None)])
 
@@ -105,6 +121,8 @@ async def _(s: Side) -> None:
     g = s.group()
     await alter(s, 1, g, [("consumer.session.timeout.ms", SET, "46000"), ("consumer.heartbeat.interval.ms", SET, "46000")])
     await alter(s, 1, g, [("consumer.session.timeout.ms", SET, "46000"), ("consumer.heartbeat.interval.ms", SET, "15000")])
+    await visible(s, g, "consumer.session.timeout.ms", "46000")
+    await visible(s, g, "consumer.heartbeat.interval.ms", "15000")
     await describe_configs(s, 4, [(GROUP, g, ["consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"])])
 
 
@@ -137,6 +155,7 @@ async def _(s: Side, v: int) -> None:
 async def _(s: Side) -> None:
     g = s.group()
     await alter(s, 1, g, [("consumer.heartbeat.interval.ms", SET, "700")])
+    await visible(s, g, "consumer.heartbeat.interval.ms", "700")
     joined = await s.call(
         "a",
         ApiKey.CONSUMER_GROUP_HEARTBEAT,
@@ -153,6 +172,7 @@ async def _(s: Side) -> None:
         topic_partitions=[],
     )
     await alter(s, 1, g, [("consumer.heartbeat.interval.ms", DELETE, None)])
+    await visible(s, g, "consumer.heartbeat.interval.ms", None)
     await s.call(
         "a",
         ApiKey.CONSUMER_GROUP_HEARTBEAT,
