@@ -85,7 +85,7 @@ async def groups_see_topics(broker: Target, topics: dict[str, int]) -> None:
     client = await RawClient.connect(broker.bootstrap, "diff-setup")
     group, member = "diff-setup.topics", "diff-setup-member-id-0"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
             fields = {
                 "group_id": group,
@@ -101,11 +101,11 @@ async def groups_see_topics(broker: Target, topics: dict[str, int]) -> None:
             }
             resp = await client.request(build_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, fields))
             assigned = sum(len(tp.partitions) for tp in resp.assignment.topic_partitions) if resp.assignment else 0
-            await client.request(build_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {**fields, "member_epoch": -1}))
+            left = await client.request(build_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {**fields, "member_epoch": -1}))
             if resp.error_code == 0 and assigned == sum(topics.values()):
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{broker.name}: a consumer group is still not assigned {sorted(topics)}: {resp}")
+                raise RuntimeError(f"{broker.name}: a consumer group is still not assigned {sorted(topics)}: {resp}; leaving: {left}")
             await asyncio.sleep(0.05)
     finally:
         await client.close()

@@ -33,11 +33,12 @@ _RESULTS = pytest.StashKey[dict[str, str]]()
 _STATS = pytest.StashKey[dict[str, float]]()
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Which scenarios this session runs: those whose tests were selected (`-k` works as usual)."""
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Which scenarios this session runs: those whose tests were selected (after `-k` and the rest)."""
+    config = session.config
     names = [
         item.callspec.params["scenario"].name
-        for item in items
+        for item in session.items
         if getattr(item, "module", None) is not None
         and item.module.__name__ == "tests.differential.test_scenarios"
         and hasattr(item, "callspec")
