@@ -661,22 +661,6 @@ class PartitionLog:
                     return rec.timestamp, rec.offset
         return None
 
-    def segment_offsets_before(self, timestamp: int, max_count: int, now: int) -> list[int]:
-        """ListOffsets v0: Kafka's legacyFetchOffsetsBefore over segment base offsets and mtimes."""
-        pairs = [(max(s.base_offset, self.log_start_offset), s.mtime_ms) for s in self.segments]
-        if self.active.size > 0:
-            pairs.append((self.next_offset, now))
-        if timestamp == -1:
-            start = len(pairs) - 1
-        elif timestamp == -2:
-            start = 0
-        else:
-            start = len(pairs) - 1
-            while start >= 0 and pairs[start][1] > timestamp:
-                start -= 1
-        count = min(max_count, start + 1)
-        return sorted((pairs[start - j][0] for j in range(count)), reverse=True)
-
     # -- the log start offset: retention and DeleteRecords -----------------------------------
 
     def delete_records(self, offset: int) -> int:

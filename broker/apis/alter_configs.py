@@ -218,6 +218,10 @@ def _alter(
             names = Counter(c.name for c in entries)
             if any(n > 1 for n in names.values()):
                 raise _ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            nulls = [c.name for c in entries if c.value is None and (not incremental or c.config_operation != DELETE)]
+            if incremental and nulls:
+                # Kafka's ConfigAdminManager, before any config is looked at.
+                raise _ResourceError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
             actions = []
             if target.type == GROUP:
                 # kaflet's action configs (group_configs.GROUP_ACTIONS, issue 13): run, never stored.

@@ -70,11 +70,13 @@ def _blank(text: str | None) -> bool:
 
 
 def validate_heartbeat(request: Any, version: int, assignor_names: list[str]) -> tuple[ErrorCode, str] | None:
-    """KH-2 (v0: the pinned rules; v1: KIP-1082's required member id and KIP-848's regex)."""
+    """KH-2, in Kafka 4.4's order (GroupCoordinatorService): the member id first (required from
+    v1, KIP-1082, and at any version to heartbeat or leave), then the group, instance and rack
+    ids, then what the epoch asks for; KIP-848's regex from v1."""
     epoch = request.member_epoch
     regex = request.subscribed_topic_regex if version >= 1 else None
     invalid = ErrorCode.INVALID_REQUEST
-    if version >= 1 and request.member_id.strip() == "":
+    if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and request.member_id.strip() == "":
         return invalid, "MemberId can't be empty."
     if _blank(request.group_id):
         return invalid, "GroupId can't be empty."
@@ -82,24 +84,17 @@ def validate_heartbeat(request: Any, version: int, assignor_names: list[str]) ->
         return invalid, "InstanceId can't be empty."
     if _blank(request.rack_id):
         return invalid, "RackId can't be empty."
-    if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-        if request.member_id.strip() == "":
-            return invalid, "MemberId can't be empty."
-    elif epoch == 0:
+    if epoch == 0:
         if request.rebalance_timeout_ms == -1:
             return invalid, "RebalanceTimeoutMs must be provided in first request."
         if request.topic_partitions is None or request.topic_partitions:
             return invalid, "TopicPartitions must be empty when (re-)joining."
-        if version == 0 and not request.subscribed_topic_names:
-            return invalid, "SubscribedTopicNames must be set in first request."
-        if version >= 1 and request.subscribed_topic_names is None and regex is None:
+        if request.subscribed_topic_names is None and regex is None:
             return invalid, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        if request.member_id.strip() == "":
-            return invalid, "MemberId can't be empty."
         if request.instance_id is None:
             return invalid, "InstanceId can't be null."
-    else:
+    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         return invalid, "MemberEpoch is invalid."
     if request.server_assignor is not None and request.server_assignor not in assignor_names:
         return (
@@ -249,7 +244,7 @@ def describe_group(broker: Any, group: ConsumerGroup, include_ops: bool, default
             client_id=m.client_id,
             client_host=m.client_host,
             subscribed_topic_names=list(m.subscribed_topic_names),
-            subscribed_topic_regex=m.subscribed_topic_regex,
+            subscribed_topic_regex=m.subscribed_topic_regex or "",  # Kafka: "" for no regex
             assignment=assignment(m.assigned),
             target_assignment=assignment(group.target.get(m.member_id, {})),
             member_type=0 if m.uses_classic_protocol else 1,
@@ -278,12 +273,12 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
     described = []
     checking = ctx.broker.authorizer is not None
     denied = []  # answered first, as KafkaApis adds them before the coordinator's results
-    for group_id in dict.fromkeys(request.group_ids):  # each requested group appears once
+    for group_id in request.group_ids:  # one answer per requested id, a repeated one too (as Kafka)
         if checking and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, group_id or ""):
             denied.append(_error_group(group_id or "", ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
             continue
         if not group_id:
-            described.append(_error_group(group_id or "", ErrorCode.INVALID_GROUP_ID, ErrorCode.INVALID_GROUP_ID.message))
+            described.append(_error_group("", ErrorCode.INVALID_GROUP_ID, None))  # Kafka sets no message here
             continue
         try:
             shard = coordinator.shard_for(group_id)

@@ -1,4 +1,5 @@
-"""CreateTopics v0-v7, checked the way Kafka's KRaft controller checks them.
+"""CreateTopics v2-v7 (v0 and v1 are not served, as in Kafka 4), checked the way Kafka's KRaft
+controller checks them.
 
 Per topic, in Kafka's order: a name used twice in the request (INVALID_REQUEST, reported
 once, after the others), the name's legality, collisions and existence, the configs
@@ -135,7 +136,7 @@ def _success(ctx: RequestContext, plan: _Plan, topic_id: uuid.UUID) -> Any:
     )
 
 
-@api(ApiKey.CREATE_TOPICS, 0, 7, error_response=_error)
+@api(ApiKey.CREATE_TOPICS, 2, 7, error_response=_error)
 def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     requested = list(request.topics or [])
     validate_only = bool(request.validate_only) if ctx.api_version >= 1 else False

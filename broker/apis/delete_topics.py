@@ -1,4 +1,5 @@
-"""DeleteTopics v0-v6: by name, and by topic id (v6), following Kafka's ControllerApis.
+"""DeleteTopics v1-v6 (v0 is not served, as in Kafka 4): by name, and by topic id (v6),
+following Kafka's ControllerApis.
 
 Names and ids are resolved the way Kafka resolves them: a name or id given twice, a
 v6 entry with both or neither, an unknown id (UNKNOWN_TOPIC_ID) or name
@@ -28,7 +29,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 def _entries(request: Any) -> list[tuple[str | None, uuid.UUID | None]]:
-    """(name, id) of every requested topic; v0-v5 name topics only."""
+    """(name, id) of every requested topic; v1-v5 name topics only."""
     if request.version >= 6:
         return [(t.name, t.topic_id if t.topic_id != ZERO_UUID else None) for t in request.topics or []]
     return [(name, None) for name in request.topic_names or []]
@@ -36,7 +37,7 @@ def _entries(request: Any) -> list[tuple[str | None, uuid.UUID | None]]:
 
 def _result(version: int, name: str | None, topic_id: uuid.UUID | None, code: ErrorCode, message: str | None) -> Any:
     if version < 6 and name is None:
-        name = ""  # v0-v5 names are not nullable; only a malformed request gets here
+        name = ""  # v1-v5 names are not nullable; only a malformed request gets here
     return _Result(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
@@ -46,7 +47,7 @@ def _error(request: Any, code: ErrorCode) -> Any:
     return DeleteTopicsResponse(version=request.version, throttle_time_ms=0, responses=results)
 
 
-@api(ApiKey.DELETE_TOPICS, 0, 6, error_response=_error)
+@api(ApiKey.DELETE_TOPICS, 1, 6, error_response=_error)
 def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     topics = ctx.broker.topics

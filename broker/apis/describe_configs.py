@@ -1,4 +1,4 @@
-"""DescribeConfigs v0-v4 for topics (2), this broker (4) and its loggers (8), as Kafka's ConfigHelper.
+"""DescribeConfigs v1-v4 (v0 is not served, as in Kafka 4) for topics (2), this broker (4) and its loggers (8), as Kafka's ConfigHelper.
 
 - TOPIC: an illegal name gets INVALID_TOPIC_EXCEPTION with Topic.validate's message, an
   unknown topic UNKNOWN_TOPIC_OR_PARTITION (no message); otherwise every topic config with
@@ -12,9 +12,7 @@
   "Unsupported resource type" per resource. Any other type fails the whole request with
   INVALID_REQUEST, as Kafka's authorization step does.
 
-Synonyms are sent only when asked for (v1+), documentation only when asked for (v3+).
-v0 has is_default instead of config_source: true exactly when the source is
-DEFAULT_CONFIG (what Kafka 2.x sent; later Kafka leaves it false by mistake).
+Synonyms are sent only when asked for, documentation only when asked for (v3+).
 """
 
 from __future__ import annotations
@@ -118,7 +116,7 @@ def _wire(entry: ConfigEntry, synonyms: bool, documentation: bool) -> Any:
     )
 
 
-@api(ApiKey.DESCRIBE_CONFIGS, 0, 4, error_response=_error)
+@api(ApiKey.DESCRIBE_CONFIGS, 1, 4, error_response=_error)
 def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     resources = list(request.resources or [])
@@ -143,7 +141,8 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
         if keys:
             wanted = set(keys)
             entries = [e for e in entries if e.name in wanted]
-        results.append(_result(resource, ErrorCode.NONE, None, [_wire(e, synonyms, documentation) for e in entries]))
+        # A described resource's ErrorMessage is "", not null, in Kafka's answers.
+        results.append(_result(resource, ErrorCode.NONE, "", [_wire(e, synonyms, documentation) for e in entries]))
     return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results + denied)
 
 

@@ -81,6 +81,8 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     host, port, node = broker.advertised_host, broker.advertised_port, broker.config.node_id
     if version >= 4:
+        # A key's own result carries no message: Kafka leaves ErrorMessage at its generated
+        # default, "" (not null), whether the lookup succeeded or failed.
         coordinators = []
         for key in request.coordinator_keys:
             error = _authorized(ctx, key_type, key)
@@ -88,9 +90,9 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
                 error = _lookup(ctx, key_type)
             if error is ErrorCode.NONE:
                 node, host, port = _node_of(broker, key_type, key, listener_name(ctx))
-                coordinators.append(_Coordinator(key=key, node_id=node, host=host, port=port, error_code=0, error_message=None))
+                coordinators.append(_Coordinator(key=key, node_id=node, host=host, port=port, error_code=0, error_message=""))
             else:
-                coordinators.append(_Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error, error_message=None))
+                coordinators.append(_Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error, error_message=""))
         return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
     error = _authorized(ctx, key_type, request.key)
     if error is ErrorCode.NONE:

@@ -1,14 +1,11 @@
-"""ListOffsets v0-v8: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local (-4,
+"""ListOffsets v1-v8: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local (-4,
 v8+) and lookup by timestamp through the time index, as Kafka's ReplicaManager.fetchOffset.
 
 Latest is the high watermark, or the last stable offset for READ_COMMITTED (the same here
 until transactions exist). A timestamp lookup that finds nothing, or finds an offset at or
 past the last fetchable one, answers offset -1 and timestamp -1 with no error.
 
-Version 0 is the old offsets-before-a-time form, answered as Kafka 3's handleListOffsetRequestV0
-(Kafka 4 removed it): up to max_num_offsets segment base offsets whose file was last modified at
-or before the timestamp, newest first, plus the log end while the active segment has data;
-consumers never see an offset past the high watermark. It has no duplicate-partition check.
+Version 0, the old offsets-before-a-time form, is not served, as in Kafka 4 (KIP-896).
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from broker.network.registry import api
 from broker.security import authorize as authz
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
-from storage.log import PartitionLog, now_ms
 
 ListOffsetsResponse = lazy_response(ApiKey.LIST_OFFSETS)
 
@@ -35,53 +31,14 @@ def _part(index: int, code: int = 0, timestamp: int = -1, offset: int = -1, epoc
     return _Partition(partition_index=index, error_code=code, timestamp=timestamp, offset=offset, leader_epoch=epoch)
 
 
-def _v0_offsets(log: PartitionLog, timestamp: int, max_count: int, client: bool) -> list[int]:
-    """Kafka's Partition.legacyFetchOffsetsForTimestamp: a consumer's answer is capped at the HW."""
-    offsets = log.segment_offsets_before(timestamp, max_count, now_ms())
-    hw = log.high_watermark
-    if client and any(o > hw for o in offsets):
-        offsets = [hw] + [o for o in offsets if o <= hw]
-    return offsets
-
-
-def _handle_v0(ctx: RequestContext, request: Any) -> Any:
-    client = request.replica_id == -1
-    out = []
-    described = authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, (t.name for t in request.topics))
-    for t in request.topics:
-        topic = ctx.broker.topics.get(t.name)
-        parts = []
-        for p in t.partitions:
-            index = p.partition_index
-            if t.name not in described:
-                parts.append(_Partition(partition_index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                continue
-            if p.timestamp < EARLIEST:  # v0 knows only latest (-1) and earliest (-2)
-                parts.append(_Partition(partition_index=index, error_code=ErrorCode.UNSUPPORTED_VERSION))
-                continue
-            log = ctx.broker.logs.get(t.name, index) if topic is not None else None
-            if log is None:
-                parts.append(_Partition(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            if p.max_num_offsets < 0:  # Kafka fails sizing the answer array: an unknown server error
-                parts.append(_Partition(partition_index=index, error_code=ErrorCode.UNKNOWN_SERVER_ERROR))
-                continue
-            offsets = _v0_offsets(log, p.timestamp, p.max_num_offsets, client)
-            parts.append(_Partition(partition_index=index, error_code=0, old_style_offsets=offsets))
-        out.append(_Topic(name=t.name, partitions=parts))
-    return ListOffsetsResponse(version=0, topics=out)
-
-
 def _error(request: Any, code: ErrorCode) -> Any:
     topics = [_Topic(name=t.name, partitions=[_part(p.partition_index, code) for p in t.partitions]) for t in request.topics]
     return ListOffsetsResponse(version=request.version, throttle_time_ms=0, topics=topics)
 
 
-@api(ApiKey.LIST_OFFSETS, 0, 8, error_response=_error)
+@api(ApiKey.LIST_OFFSETS, 1, 8, error_response=_error)
 def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    if version == 0:
-        return _handle_v0(ctx, request)
     read_committed = version >= 2 and request.isolation_level == 1
     client = request.replica_id == -1  # consumers; -2 is a debugging replica, >= 0 a follower
     seen: set[tuple[str, int]] = set()

@@ -1,6 +1,6 @@
-"""OffsetCommit v0-v9 (OC-1..OC-8).
+"""OffsetCommit v2-v9 (OC-1..OC-8).
 
-v0 is treated as v1 with generation -1 and an empty member id (OC-1). Topics and partitions
+v0 and v1 are not served, as in Kafka 4 (OC-1, KIP-896). Topics and partitions
 unknown to the broker are answered by this layer and never reach the coordinator (OC-2).
 The request is read and the response written by protocol/commit_codec.py: this is the hot
 path of every consumer group, and the schema codec alone costs more than the rest of it.
@@ -80,7 +80,7 @@ class _DeniedAnswer(_Answer):
         return commit_codec.encode_response(self.ctx.api_version, rows)
 
 
-@api(ApiKey.OFFSET_COMMIT, 0, 9, error_response=_error, decoder=commit_codec.decode_request)
+@api(ApiKey.OFFSET_COMMIT, 2, 9, error_response=_error, decoder=commit_codec.decode_request)
 def handle_offset_commit(ctx: RequestContext, request: CommitRequest) -> Any:
     broker = ctx.broker
     known_topics = broker.topics.topics

@@ -1,6 +1,6 @@
-"""OffsetFetch v0-v9 (OF-1..OF-8): v8+ batches groups; null topics mean every partition.
+"""OffsetFetch v1-v9 (OF-1..OF-8): v8+ batches groups; null topics mean every partition.
 
-v0 reads the coordinator like v1 (OF-1). For v0-v1, which carry no top-level error, a group
+v0 is not served, as in Kafka 4 (OF-1). For v1, which carries no top-level error, a group
 error is put on every requested partition (the legacy behaviour OF-7 recommends).
 """
 
@@ -86,7 +86,7 @@ def _old_response(version: int, error: ErrorCode, rows: Rows) -> Any:
     return OffsetFetchResponse(version=version, throttle_time_ms=0, topics=topics, error_code=error)
 
 
-@api(ApiKey.OFFSET_FETCH, 0, 9, error_response=_error)
+@api(ApiKey.OFFSET_FETCH, 1, 9, error_response=_error)
 def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     if version >= 8:
@@ -111,6 +111,6 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     if error is not ErrorCode.NONE:
         if version >= 2:
             return _old_response(version, error, [])
-        # v0-v1 have no top-level error: every requested partition carries it (OF-7).
+        # v1 has no top-level error: every requested partition carries it (OF-7).
         return _old_response(version, error, [(name, [(p, -1, -1, "", error) for p in parts]) for name, parts in requested or []])
     return _old_response(version, ErrorCode.NONE, rows)

@@ -2,9 +2,11 @@
 
 As Kafka's TransactionStateManager answers them: ListTransactions reports every loaded
 transactional id except Dead ones, filtered by state names (unknown names are echoed in
-UnknownStateFilters), producer ids, DurationFilter (v1+: running at least that many ms, -1 for
-any) and TransactionalIdPattern (v2+: a regular expression the whole id must match; null or
-empty for any); while a shard loads the answer is COORDINATOR_LOAD_IN_PROGRESS.
+UnknownStateFilters), producer ids, DurationFilter (v1+: running longer than that many ms,
+-1 for any; an id with no transaction started passes, as in Kafka) and TransactionalIdPattern
+(v2+: a regular expression the whole id must match, null or empty for any,
+INVALID_REGULAR_EXPRESSION when it does not compile); while a shard loads the answer is
+COORDINATOR_LOAD_IN_PROGRESS.
 DescribeTransactions answers per id (TRANSACTIONAL_ID_NOT_FOUND for unknown ones).
 DescribeProducers lists each partition's producers with their epoch, last sequence and
 timestamp, and the first offset of their open transaction (-1 for none); the coordinator
@@ -64,7 +66,7 @@ def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     try:
         pattern = re.compile(pattern_text) if pattern_text else None
     except re.error:
-        return _list_error(request, ErrorCode.INVALID_REQUEST)
+        return _list_error(request, ErrorCode.INVALID_REGULAR_EXPRESSION)
     now = txn.now_ms()
     states = []
     for shard in txn.active_shards():
@@ -73,7 +75,8 @@ def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
                 continue
             if (request.state_filters and meta.state not in wanted) or (pids and meta.producer_id not in pids):
                 continue
-            if duration >= 0 and (meta.start_ms < 0 or now - meta.start_ms < duration):
+            # As Kafka: a transaction that never started (start -1, e.g. Empty) passes any filter.
+            if duration >= 0 and now - meta.start_ms <= duration:
                 continue
             if pattern is not None and not pattern.fullmatch(tid):
                 continue
@@ -92,14 +95,15 @@ def _describe_error(request: Any, code: ErrorCode) -> Any:
 
 
 def _empty(tid: str, code: ErrorCode) -> Any:
+    # Kafka sets only the id and the error: every other field keeps its schema default, 0.
     return _Described(
         error_code=code,
         transactional_id=tid,
         transaction_state="",
         transaction_timeout_ms=0,
-        transaction_start_time_ms=-1,
-        producer_id=-1,
-        producer_epoch=-1,
+        transaction_start_time_ms=0,
+        producer_id=0,
+        producer_epoch=0,
         topics=[],
     )
 

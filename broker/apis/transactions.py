@@ -9,7 +9,8 @@ themselves (several transactional ids, `verify_only`); kaflet serves it to any c
 
 TxnOffsetCommit follows TX-1..TX-4: a null or empty group id is INVALID_GROUP_ID, unknown
 partitions UNKNOWN_TOPIC_OR_PARTITION; the transaction coordinator verifies that the producer
-is current and `__consumer_offsets`' partition of the group is in its transaction (TX-3:
+is current and `__consumer_offsets`' partition of the group is in its transaction (from v5,
+KIP-890 part 2, the commit adds that partition to the transaction itself) (TX-3:
 INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE; a coordinator still
 loading is COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE below v2); then the group
 coordinator validates (TX-2) and writes the offsets as pending (TX-4).
@@ -302,17 +303,42 @@ def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         shard = groups.shard_for(group_id)
     except CoordinatorError as exc:
         return fill(exc.code)
-    code = txn.verify(request.transactional_id, request.producer_id, request.producer_epoch, OFFSETS_TOPIC, shard.partition)  # TX-3
+
+    def write() -> Any:
+        try:
+            codes, waiter = shard.commit_txn_offsets(
+                group_id, request.producer_id, request.producer_epoch, generation, member_id, instance_id, commits
+            )
+        except CoordinatorError as exc:
+            return fill(map_append_error(exc.code))
+        if waiter is None:
+            return fill(codes)
+        return _after([waiter], lambda failure: fill(failure or codes))
+
+    if version >= 5:
+        # KIP-890 part 2: from v5 the commit itself adds the group's `__consumer_offsets`
+        # partition to the transaction (Kafka verifies with ADD_PARTITION), no AddOffsetsToTxn needed.
+        code, waits = txn.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch, group_id)
+        if code is ErrorCode.PRODUCER_FENCED:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH  # as Kafka's AddPartitionsToTxnManager reports it
+    else:
+        code = txn.verify(request.transactional_id, request.producer_id, request.producer_epoch, OFFSETS_TOPIC, shard.partition)  # TX-3
+        if code is ErrorCode.INVALID_TXN_STATE and version == 4:
+            code = ErrorCode.TRANSACTION_ABORTABLE  # KIP-890 part 1: v4 knows the abortable error (Kafka's GENERIC_ERROR_SUPPORTED)
+        waits = []
     if code is not ErrorCode.NONE:
         if code in _UNAVAILABLE or code is ErrorCode.CONCURRENT_TRANSACTIONS:
             code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if version >= 2 else ErrorCode.COORDINATOR_NOT_AVAILABLE
         return fill(code)
-    try:
-        codes, waiter = shard.commit_txn_offsets(
-            group_id, request.producer_id, request.producer_epoch, generation, member_id, instance_id, commits
-        )
-    except CoordinatorError as exc:
-        return fill(map_append_error(exc.code))
-    if waiter is None:
-        return fill(codes)
-    return _after([waiter], lambda failure: fill(failure or codes))
+    if not waits:
+        return write()
+
+    async def added() -> Any:
+        try:
+            await asyncio.gather(*waits)
+        except Exception:
+            return fill(ErrorCode.NOT_COORDINATOR)  # the transaction's record could not be made durable
+        result = write()
+        return await result if asyncio.iscoroutine(result) else result
+
+    return added()

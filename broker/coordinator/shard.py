@@ -163,7 +163,9 @@ class GroupShard:
         consumer_group = self.consumer_groups.get(group_id) if group is None else None
         if consumer_group is not None:
             # KO-1 for a KIP-848 group (a transactional commit needs no OffsetCommit v9).
-            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, 9, transactional=True)
+            error = self.consumer.validate_offset_commit(
+                consumer_group, member_id, generation, 9, transactional=True, instance_id=instance_id
+            )
         else:
             if group is None:
                 if generation >= 0:

@@ -45,37 +45,6 @@ async def test_list_offsets_earliest_latest_max_and_by_timestamp(broker: Broker,
     assert old.offset == 8
 
 
-async def test_list_offsets_v0_answers_segment_offsets_before_a_time(broker: Broker, raw: Callable[..., Any]) -> None:
-    """v0 (Kafka 3's legacyFetchOffsetsBefore): segment base offsets whose file was last modified
-    at or before the timestamp, newest first, plus the log end while the active segment has data."""
-    broker.topics.create("lo0", 1, {"segment.bytes": "1"})  # every batch rolls a new segment
-    client: RawClient = await raw()
-
-    async def v0(ts: int, max_num: int = 10) -> Any:
-        resp = await client.request(d.list_offsets_v0("lo0", 0, ts, max_num), version=0)
-        return resp.topics[0].partitions[0]
-
-    empty = await v0(-1)
-    assert (empty.error_code, empty.old_style_offsets) == (0, [0])
-    for i in range(3):
-        batch = r.build_batch([(b"k", b"%d" % i), (b"k", b"%d" % i)])
-        assert d.produce_result(await client.request(d.produce("lo0", 0, bytes(batch)))).error_code == 0
-    log = broker.logs.get("lo0", 0)
-    assert [s.base_offset for s in log.segments] == [0, 2, 4]
-    for seg, mtime in zip(log.segments, (T0, T0 + 1000, T0 + 2000), strict=True):
-        os.utime(seg.log_path, ns=(mtime * 1_000_000, mtime * 1_000_000))
-    assert (await v0(-1)).old_style_offsets == [6, 4, 2, 0]
-    assert (await v0(-1, 2)).old_style_offsets == [6, 4]
-    assert (await v0(-2)).old_style_offsets == [0]
-    assert (await v0(T0 + 1500)).old_style_offsets == [2, 0]
-    assert (await v0(T0 + 1500, 1)).old_style_offsets == [2]
-    assert (await v0(T0 - 1)).old_style_offsets == []
-    assert (await v0(-3)).error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert (await v0(-1, -1)).error_code == ErrorCode.UNKNOWN_SERVER_ERROR
-    resp = await client.request(d.list_offsets_v0("nope", 0, -1, 1), version=0)
-    assert resp.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
 async def test_list_offsets_errors(broker: Broker, raw: Callable[..., Any]) -> None:
     broker.topics.create("le", 1)
     client: RawClient = await raw()

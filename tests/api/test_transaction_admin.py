@@ -60,7 +60,7 @@ async def test_list_transactions_filters(broker: Broker, raw: Callable[..., Any]
     assert await listed(transactional_id_pattern="adm") == (0, [], {})  # the whole id must match
     assert (await listed(duration_filter=3_600_000))[2] == {}
     assert set((await listed(duration_filter=0))[2]) == {"adm-open", "adm-done"}
-    assert (await listed(transactional_id_pattern="("))[0] == ErrorCode.INVALID_REQUEST
+    assert (await listed(transactional_id_pattern="("))[0] == ErrorCode.INVALID_REGULAR_EXPRESSION
 
 
 async def test_describe_transactions_and_producers(broker: Broker, raw: Callable[..., Any]) -> None:

@@ -38,8 +38,9 @@ from tests.support.coordinator import (
 )
 from tests.support.offsets_log import offset_records, read_all_logs
 
-VERSIONS = list(range(1, 10))
-ALL_VERSIONS = list(range(0, 10))
+# The versions served: v0 and v1 are not, as in Kafka 4 (OC-1).
+VERSIONS = list(range(2, 10))
+ALL_VERSIONS = VERSIONS
 
 
 async def _setup(broker: Broker, raw: Any, topics: dict[str, int] | None = None) -> Any:
@@ -51,22 +52,17 @@ async def _setup(broker: Broker, raw: Any, topics: dict[str, int] | None = None)
 # -- OC-1 ------------------------------------------------------------------------------------------
 
 
-async def test_OC_1_v0_is_served_as_v1_without_generation_or_member(broker: Broker, raw: Any) -> None:
+async def test_OC_1_v0_and_v1_are_neither_advertised_nor_served(broker: Broker, raw: Any) -> None:
+    """As in Kafka 4 (KIP-896): OffsetCommit starts at v2; an older request closes the connection."""
     client = await _setup(broker, raw)
     versions = await client.request(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"))
     (entry,) = [k for k in versions.api_keys if k.api_key == 8]
-    if entry.min_version > 0:
-        # The other option the spec allows: v0 is not advertised, and not served.
+    assert (entry.min_version, entry.max_version) == (2, 9)
+    for v in (0, 1):
+        other = await ready_client(raw)
         with pytest.raises((ConnectionError, asyncio.TimeoutError)):
-            await g.commit(client, "oc1", {("t", 0): 5}, version=0)
-        return
-    # Served as v1 with generation -1 and member "": creates a simple group and stores the offset.
-    assert await g.commit(client, "oc1", {("t", 0): 5, ("t", 1): 6}, version=0) == {("t", 0): NONE, ("t", 1): NONE}
-    assert await committed(client, "oc1") == {("t", 0): 5, ("t", 1): 6}
-    assert (await describe_one(client, "oc1")).group_state == "Empty"
-    # ...and, like v1 with no member, it is refused by a group that has members (OC-4 step 4).
-    await form_group(raw, "oc1-members")
-    assert await g.commit(client, "oc1-members", {("t", 0): 5}, version=0) == {("t", 0): UNKNOWN_MEMBER_ID}
+            await g.commit(other, "oc1", {("t", 0): 5}, version=v)
+    assert await committed(client, "oc1") == {}
 
 
 # -- OC-2 ------------------------------------------------------------------------------------------
@@ -333,8 +329,6 @@ async def test_OC_7_stored_fields_by_version(broker: Broker, raw: Any) -> None:
         group = f"oc7-fields-v{v}"
         before = broker.clock.now_ms()
         req = g.commit_request(group, {("t", 1): 77}, version=v, metadata=None, leader_epoch=9, retention_ms=60_000)
-        if v == 1:
-            req.topics[0].partitions[0].commit_timestamp = 1_234_567
         resp = await client.request(req)
         assert resp.topics[0].partitions[0].error_code == NONE, v
         after = broker.clock.now_ms()
@@ -342,14 +336,11 @@ async def test_OC_7_stored_fields_by_version(broker: Broker, raw: Any) -> None:
         # What OffsetFetch returns: metadata null -> "", the leader epoch from v6 commits.
         fetched = await fetch_group(client, group, {"t": [1]})
         assert fetched.rows[("t", 1)] == (77, epoch, "", NONE), v
-        # What the record holds: commit time = now (v1: the request's), expire time only for v2-4.
+        # What the record holds: commit time = now, expire time only for v2-4.
         ((key, value),) = offset_records(read_all_logs(broker), group)
         assert value is not None, v
         assert (key.topic, key.partition, value.offset, value.metadata, value.leader_epoch) == ("t", 1, 77, "", epoch), v
-        if v == 1:
-            assert value.commit_timestamp == 1_234_567
-        else:
-            assert before <= value.commit_timestamp <= after, v
+        assert before <= value.commit_timestamp <= after, v
         assert value.expire_timestamp == (value.commit_timestamp + 60_000 if 2 <= v <= 4 else -1), v
 
 

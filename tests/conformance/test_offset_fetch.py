@@ -35,8 +35,9 @@ from tests.support.coordinator import (
 )
 from tests.support.offsets_log import append_to_log, build_batch, offset_key, offset_value
 
+# The versions served: v0 is not, as in Kafka 4 (OF-1).
 VERSIONS = list(range(1, 10))
-ALL_VERSIONS = list(range(0, 10))
+ALL_VERSIONS = VERSIONS
 NO_OFFSET = (-1, -1, "", NONE)
 UNSTABLE_OFFSET_COMMIT = 88
 
@@ -69,17 +70,14 @@ def _multi_fetch(groups: list[tuple[str, dict[str, list[int]] | None]], version:
 # -- OF-1 ------------------------------------------------------------------------------------------
 
 
-async def test_OF_1_v0_is_served_like_v1(broker: Broker, raw: Any) -> None:
+async def test_OF_1_v0_is_neither_advertised_nor_served(broker: Broker, raw: Any) -> None:
+    """As in Kafka 4 (KIP-896): OffsetFetch starts at v1; a v0 request closes the connection."""
     client = await _setup(broker, raw)
     versions = await client.request(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"))
     (entry,) = [k for k in versions.api_keys if k.api_key == 9]
-    if entry.min_version > 0:
-        with pytest.raises((ConnectionError, asyncio.TimeoutError)):
-            await g.fetch(client, "of1", {"t": [0]}, version=0)
-        return
-    assert await g.commit(client, "of1", {("t", 0): 11}) == {("t", 0): NONE}
-    fetched = await fetch_group(client, "of1", {"t": [0, 1]}, version=0)
-    assert fetched.rows == {("t", 0): (11, -1, "", NONE), ("t", 1): NO_OFFSET}
+    assert (entry.min_version, entry.max_version) == (1, 9)
+    with pytest.raises((ConnectionError, asyncio.TimeoutError)):
+        await g.fetch(client, "of1", {"t": [0]}, version=0)
 
 
 # -- OF-2 / OF-3 -------------------------------------------------------------------------------------
@@ -236,11 +234,10 @@ async def test_OF_7_group_error_placement_by_version(make_config: Callable[..., 
         # v8+: the group's ErrorCode; v2-7: the top-level ErrorCode; the failed group result
         # carries no partitions.
         assert {v: r for v, r in results.items() if v >= 2} == {v: (NOT_COORDINATOR, {}) for v in range(2, 10)}
-        # v0-1 have no top-level code. The spec RECOMMENDS the legacy shape (the error on every
+        # v1 has no top-level code. The spec RECOMMENDS the legacy shape (the error on every
         # requested partition, offset -1, metadata ""); Kafka at the pinned commit returns no
         # partitions at all. Both are accepted; any other answer is not.
-        for v in (0, 1):
-            assert results[v] in ((None, legacy), (None, {})), (v, results[v])
+        assert results[1] in ((None, legacy), (None, {})), results[1]
 
 
 # -- OF-8 ------------------------------------------------------------------------------------------

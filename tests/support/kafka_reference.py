@@ -31,11 +31,15 @@ from tests.support.jvm import JvmUnavailable, classpath, java_binary
 KAFKA_VERSION = "4.4.0"
 ARTIFACT = "kafka-broker"
 
-# kaflet's defaults that differ from Kafka's (broker/config/flags.py KAFKA_DEFAULTS), as Kafka names them.
+# kaflet's defaults that differ from Kafka's (broker/config/flags.py KAFKA_DEFAULTS), as Kafka names them;
+# and kaflet's behaviour where it has no setting: a KIP-848 group's new target assignment is
+# computed by the heartbeat that needs it (Kafka 4.4 waits group.consumer.assignment.interval.ms,
+# 1000 ms, between two assignments of a group; docs/decisions.md).
 KAFLET_GROUP_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "group.consumer.heartbeat.interval.ms": "250",
     "group.consumer.min.heartbeat.interval.ms": "250",
+    "group.consumer.assignment.interval.ms": "0",
 }
 
 _LOG4J2 = """\
@@ -151,23 +155,15 @@ class KafkaReference:
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self, timeout: float = 90.0) -> KafkaReference:
-        """Format, start and wait until ready; JvmUnavailable (with why) when it cannot."""
+        """Format, start and wait until ready; JvmUnavailable (with why) when it cannot.
+
+        Free ports are picked before Kafka binds them, so another process may take one in
+        between (the machine is shared): Kafka then exits at once with a BindException, and the
+        start is tried again with new ports and a fresh data dir, up to three times."""
         t0 = time.monotonic()
         cp = classpath(ARTIFACT)  # raises with the reason when Maven could not fetch Kafka
         java = java_binary()
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.port, self.controller_port = free_port(), free_port()
-        self.ports = {name: free_port() for name in self.extra_listeners}
-        extra = "".join(f",{name}://127.0.0.1:{port}" for name, port in self.ports.items())
-        self.props["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{extra}"
-        self.props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}{extra}"
-        if self.extra_listeners:
-            self.props["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT" + "".join(
-                f",{name}:{protocol}" for name, protocol in self.extra_listeners.items()
-            )
-        self.props["controller.quorum.voters"] = f"1@127.0.0.1:{self.controller_port}"
-        config = self.dir / "server.properties"
-        config.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
         (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
         jvm = [
             java,
@@ -180,6 +176,44 @@ class KafkaReference:
             "-cp",
             cp,
         ]
+        for attempt in range(3):
+            self._launch(jvm, timeout)
+            try:
+                asyncio.run(self._wait_ready(t0 + timeout))
+            except _Exited as exc:
+                tail = self.log_tail()
+                self.stop(keep_dir=True)
+                if "BindException" in tail and attempt < 2:
+                    continue  # a port was taken meanwhile: new ports
+                raise JvmUnavailable(f"Kafka {KAFKA_VERSION} exited with {exc} while starting; its log ends:\n{tail}") from None
+            except TimeoutError:
+                tail = self.log_tail()
+                self.stop()
+                raise JvmUnavailable(f"Kafka {KAFKA_VERSION} did not become ready within {timeout:.0f} s; its log ends:\n{tail}") from None
+            except BaseException:
+                self.stop()  # interrupted: no Kafka left behind
+                raise
+            break
+        self.start_seconds = time.monotonic() - t0
+        return self
+
+    def _launch(self, jvm: list[str], timeout: float) -> None:
+        """Free ports, a formatted fresh data dir, and `kafka.Kafka` started on them."""
+        shutil.rmtree(self.dir / "data", ignore_errors=True)
+        for log in (self.log_file, self.dir / "stdout.log"):  # this attempt's log only
+            log.unlink(missing_ok=True)
+        self.port, self.controller_port = free_port(), free_port()
+        self.ports = {name: free_port() for name in self.extra_listeners}
+        extra = "".join(f",{name}://127.0.0.1:{port}" for name, port in self.ports.items())
+        self.props["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{extra}"
+        self.props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}{extra}"
+        if self.extra_listeners:
+            self.props["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT" + "".join(
+                f",{name}:{protocol}" for name, protocol in self.extra_listeners.items()
+            )
+        self.props["controller.quorum.voters"] = f"1@127.0.0.1:{self.controller_port}"
+        config = self.dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
         self.cluster_id = _random_cluster_id()
         fmt = subprocess.run(
             [*jvm[:1], "-Xmx256m", *jvm[4:], "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config)],
@@ -189,20 +223,15 @@ class KafkaReference:
         )
         if fmt.returncode != 0:
             raise JvmUnavailable(f"Kafka's storage format failed ({fmt.returncode}): {fmt.stdout[-1500:]}{fmt.stderr[-1500:]}")
-        stdout = open(self.dir / "stdout.log", "wb")
-        self._spawned_at = time.monotonic()
-        self.process = subprocess.Popen(
-            [*jvm, "kafka.Kafka", str(config)], stdout=stdout, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent, start_new_session=True
-        )
-        stdout.close()
-        try:
-            asyncio.run(self._wait_ready(t0 + timeout))
-        except BaseException:
-            tail = self.log_tail()
-            self.stop()
-            raise JvmUnavailable(f"Kafka {KAFKA_VERSION} did not become ready within {timeout:.0f} s; its log ends:\n{tail}") from None
-        self.start_seconds = time.monotonic() - t0
-        return self
+        with open(self.dir / "stdout.log", "wb") as stdout:
+            self._spawned_at = time.monotonic()
+            self.process = subprocess.Popen(
+                [*jvm, "kafka.Kafka", str(config)],
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+                start_new_session=True,
+            )
 
     async def _wait_ready(self, deadline: float) -> None:
         """Until Metadata lists the broker and FindCoordinator answers NONE for a group and a
@@ -213,7 +242,7 @@ class KafkaReference:
 
         while True:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"Kafka exited with {self.process.returncode}")
+                raise _Exited(f"exit status {self.process.returncode}")
             client = None
             try:
                 client = await RawClient.connect(self.bootstrap, "kafka-reference-ready")
@@ -238,7 +267,9 @@ class KafkaReference:
                 raise TimeoutError("Kafka not ready")
             await asyncio.sleep(0.05)
 
-    def stop(self) -> None:
+    def stop(self, keep_dir: bool = False) -> None:
+        """End Kafka (SIGTERM, then SIGKILL after 20 s) and remove its files: its data dir, and
+        the whole work dir when this object made it. `keep_dir` keeps everything (a retry)."""
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -249,6 +280,8 @@ class KafkaReference:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
+        if keep_dir:
+            return
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
@@ -259,6 +292,10 @@ class KafkaReference:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class _Exited(RuntimeError):
+    """Kafka's process ended before it was ready."""
 
 
 def _random_cluster_id() -> str:

@@ -328,7 +328,8 @@ class ConsumerGroupManager:
         if req.subscribed_topic_names is not None:
             updated.subscribed_topic_names = tuple(sorted(set(req.subscribed_topic_names)))
         if req.subscribed_topic_regex is not None:
-            updated.subscribed_topic_regex = req.subscribed_topic_regex
+            # "" is no regex (Kafka's member default): it drops a regex, and is no change otherwise.
+            updated.subscribed_topic_regex = req.subscribed_topic_regex or None
         updated.client_id = req.client_id
         updated.client_host = req.client_host
         updated.classic = None
@@ -688,8 +689,10 @@ class ConsumerGroupManager:
     # -- offsets (KO-1, OF-8) ------------------------------------------------------------------
 
     @staticmethod
-    def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int, transactional: bool) -> ErrorCode:
-        return validate_offset_commit(group, member_id, member_epoch, api_version, transactional)
+    def validate_offset_commit(
+        group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int, transactional: bool, instance_id: str | None = None
+    ) -> ErrorCode:
+        return validate_offset_commit(group, member_id, member_epoch, api_version, transactional, instance_id)
 
     @staticmethod
     def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:
@@ -737,7 +740,14 @@ class ConsumerGroupManager:
         subscription = self._subscription_metadata(group, members)
         if subscription != group.subscription_metadata:
             records.append(self._subscription_record(group.group_id, subscription))
-        records.append(self._epoch_record(group.group_id, group.group_epoch + 1))
+        epoch = group.group_epoch + 1
+        records.append(self._epoch_record(group.group_id, epoch))
+        if len(group.members) == 1:
+            # The last member gone: as Kafka 4.4, the (empty) target assignment is at the new
+            # epoch at once, so that an empty group is not left "assigning".
+            records.append(
+                (key_of(orec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, group.group_id), orec.consumer_group_epoch_value(epoch))
+            )
         waiter = self.shard.write(records)
         self._cancel_timers(group.group_id, member.member_id)
         self.stats.consumer_members_fenced += 1 if reason != "left the group" else 0
@@ -838,17 +848,24 @@ def _member_epoch_error(received: int, member: ConsumerMember) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int, transactional: bool) -> ErrorCode:
+def validate_offset_commit(
+    group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int, transactional: bool, instance_id: str | None = None
+) -> ErrorCode:
     """KO-1: admin commits (epoch < 0) only into an empty group; members commit at their epoch,
-    with OffsetCommit v9+ when they use the consumer protocol."""
+    with OffsetCommit v9+ when they use the consumer protocol. A transactional commit (TX-2) may
+    come without member (generation -1, no member or instance id) into any group, as in Kafka
+    4.4; its stale epoch is ILLEGAL_GENERATION, TxnOffsetCommit up to v5 knowing no other."""
     if member_epoch < 0 and not group.members:
+        return ErrorCode.NONE
+    if transactional and member_epoch == -1 and member_id == "" and instance_id is None:
         return ErrorCode.NONE
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
     if not transactional and not member.uses_classic_protocol and api_version < 9:
         return ErrorCode.UNSUPPORTED_VERSION
-    return _member_epoch_error(member_epoch, member)
+    error = _member_epoch_error(member_epoch, member)
+    return ErrorCode.ILLEGAL_GENERATION if transactional and error is ErrorCode.STALE_MEMBER_EPOCH else error
 
 
 def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:

@@ -69,8 +69,17 @@ async def test_kh_2_member_id_required_from_v1_and_for_positive_epochs(raw: Any)
     assert (resp.error_code, resp.error_message) == (INVALID_REQUEST, "MemberId can't be empty.")
     resp = await heartbeat(client, "g", "", 3, version=0)
     assert (resp.error_code, resp.error_message) == (INVALID_REQUEST, "MemberId can't be empty.")
+    # An empty subscription is one (Kafka 4.4 refuses only a join that names neither topics nor a
+    # regex); a static leave (epoch -2) needs no member id at v0.
     resp = await heartbeat(client, "g", "", 0, version=0, rebalance_timeout_ms=1, topics=[], owned={})
-    assert (resp.error_code, resp.error_message) == (INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+    assert (resp.error_code, resp.error_message) == (NONE, None)
+    resp = await heartbeat(client, "g2", "", 0, version=0, rebalance_timeout_ms=1, owned={})
+    assert (resp.error_code, resp.error_message) == (
+        INVALID_REQUEST,
+        "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+    )
+    resp = await heartbeat(client, "g3", "", -2, version=0, instance_id="i")
+    assert resp.error_code == GROUP_ID_NOT_FOUND
 
 
 async def test_kh_2_unsupported_assignor_and_bad_regex(raw: Any) -> None:

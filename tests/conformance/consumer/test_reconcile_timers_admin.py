@@ -133,8 +133,10 @@ async def test_kd_1_describe(broker: Broker, raw: Any) -> None:
     client = await raw()
     members = await three_members(broker, client)
     resp = await describe(client, "g", "g", "", "nope", include_ops=True)
-    assert [x.group_id for x in resp.groups] == ["g", "", "nope"]
-    d, empty, missing = resp.groups
+    # One answer per requested id, a repeated one too, as in Kafka 4.4.
+    assert [x.group_id for x in resp.groups] == ["g", "g", "", "nope"]
+    d, again, empty, missing = resp.groups
+    assert again == d
     assert (d.error_code, d.group_state, d.assignor_name) == (NONE, "Stable", "uniform")
     # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: every GROUP operation (no authorizer).
     assert d.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
@@ -145,7 +147,7 @@ async def test_kd_1_describe(broker: Broker, raw: Any) -> None:
         assert dm.member_epoch == d.assignment_epoch and dm.member_type == 1
         assert {(tp.topic_id, p) for tp in dm.assignment.topic_partitions for p in tp.partitions} == m.partitions()
         assert all(tp.topic_name == "t" for tp in dm.target_assignment.topic_partitions)
-    assert empty.error_code == INVALID_GROUP_ID
+    assert (empty.error_code, empty.error_message) == (INVALID_GROUP_ID, None)
     assert (missing.error_code, missing.error_message) == (GROUP_ID_NOT_FOUND, "Group nope not found.")
 
 

@@ -1,0 +1,13 @@
+"""Every scenario of the differential suite, family by family (one module per family)."""
+
+from __future__ import annotations
+
+from tests.differential.harness import Scenario
+from tests.differential.scenarios import admin, classic, configs, consumer, find_coordinator, offsets, transactions
+
+FAMILIES = (find_coordinator, classic, offsets, admin, consumer, transactions, configs)
+
+ALL: list[Scenario] = [s for family in FAMILIES for s in family.scenarios.scenarios]
+
+_names = [s.name for s in ALL]
+assert len(_names) == len(set(_names)), sorted({n for n in _names if _names.count(n) > 1})
