@@ -20,10 +20,11 @@ def test_the_pipeline_extra_and_package_are_declared() -> None:
 
 def test_make_test_installs_a_java_runtime_only_when_none_is_there() -> None:
     recipe = subprocess.run(["make", "-n", "java"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "java -version" in recipe
-    assert "--no-install-recommends openjdk-17-jre-headless" in recipe
+    assert "javac -version" in recipe
+    assert "--no-install-recommends $missing" in recipe and "openjdk-17-jdk-headless" in recipe
     test_deps = subprocess.run(["make", "-n", "-p", "test"], cwd=ROOT, capture_output=True, text=True).stdout
-    assert any(line.startswith("test:") and "java" in line.split() for line in test_deps.splitlines())
+    assert any(line.startswith("test:") and "jvm" in line.split() for line in test_deps.splitlines())
+    assert any(line.startswith("jvm:") and "java" in line.split() for line in test_deps.splitlines())
     installed = subprocess.run(["make", "-n", "-B", ".venv/.installed-test"], cwd=ROOT, capture_output=True, text=True).stdout
     assert "pipeline]" in installed
 
@@ -32,3 +33,13 @@ def test_import_pipeline_needs_no_spark() -> None:
     code = "import sys, pipeline; assert 'pyspark' not in sys.modules; print(pipeline.FORMAT)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "kaflet", done.stderr
+
+
+def test_make_jvm_fetches_the_kafka_connector_of_the_installed_pyspark() -> None:
+    import pyspark
+
+    recipe = subprocess.run(["make", "-n", "jvm"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert f"-Dspark.version={pyspark.__version__}" in recipe
+    pom = (ROOT / "tests" / "jvm" / "spark-kafka" / "pom.xml").read_text()
+    assert "<artifactId>spark-sql-kafka-0-10_2.13</artifactId>" in pom and "${spark.version}" in pom
+    assert "<module>spark-kafka</module>" in (ROOT / "tests" / "jvm" / "pom.xml").read_text()
