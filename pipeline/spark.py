@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,58 @@ def session(
     spark.sparkContext.setLogLevel(os.environ.get("KAFLET_SPARK_LOG_LEVEL", "ERROR"))
     pipeline.register(spark)
     return spark
+
+
+# Spark starts a Python process for each data source planning step and streaming source, and
+# waits a fixed 10 s (PythonWorkerFactory.createSimpleWorker; Spark 4.2 has no setting for it) for
+# it to connect back. On an overloaded machine that start can take longer.
+WORKER_TIMEOUT_MARKS = ("Python worker failed to connect back", "Timed out while waiting for the Python worker to connect back")
+
+
+def worker_timed_out(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(mark in text for mark in WORKER_TIMEOUT_MARKS)
+
+
+def worker_timeout_advice(attempts: int) -> str:
+    load = ""
+    try:
+        load = f" (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    except OSError:
+        pass
+    return (
+        f"Spark's Python worker did not connect back within Spark's fixed 10 s{load}, {attempts} time(s): the machine is too busy "
+        "to start a Python process in time. Spark 4 has no setting to lengthen that wait (it is fixed in PythonWorkerFactory): "
+        "run again when the load is lower, or give Spark fewer cores (--master local[1])."
+    )
+
+
+def retry_worker_start(call: Any, attempts: int = 3, on_retry: Any = None) -> Any:
+    """`call()`, again (up to `attempts` times) when Spark's Python worker failed to connect back in time;
+    the last failure is re-raised with the advice above. A query restarted on its checkpoint
+    neither loses nor repeats what its sink committed, so a retry is safe there."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except Exception as exc:
+            if not worker_timed_out(exc):
+                raise
+            if attempt == attempts:
+                raise WorkerTimeout(worker_timeout_advice(attempts)) from exc
+            if on_retry is not None:
+                on_retry(attempt, exc)
+            time.sleep(2 * attempt)
+    raise AssertionError("unreachable")
+
+
+class WorkerTimeout(RuntimeError):
+    """Spark's Python worker did not connect back in time, even after retries."""
+
+
+def explain(exc: BaseException) -> str | None:
+    """A one-line account of a Spark failure kaflet recognises, or None."""
+    if isinstance(exc, WorkerTimeout):
+        return str(exc)
+    if worker_timed_out(exc):
+        return worker_timeout_advice(1)
+    return None
