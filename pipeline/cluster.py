@@ -23,7 +23,8 @@ from pathlib import Path
 
 STATE = "cluster.json"
 # Small, quick-starting daemons: they only schedule; executors do the work.
-DAEMON_JAVA_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xmx256m"
+DAEMON_JAVA_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+DAEMON_MEMORY = "256m"
 
 
 class ClusterError(RuntimeError):
@@ -59,6 +60,7 @@ def _env(host: str) -> dict[str, str]:
     env = dict(os.environ)
     env["SPARK_LOCAL_IP"] = host
     env.setdefault("SPARK_DAEMON_JAVA_OPTS", DAEMON_JAVA_OPTS)
+    env.setdefault("SPARK_DAEMON_MEMORY", DAEMON_MEMORY)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     return env
 
