@@ -43,6 +43,10 @@ def python_blocks(text: str) -> list[tuple[str, str]]:
 
 
 BLOCKS = python_blocks(README.read_text())
+# docs/spark.md's examples start Spark (a JVM) each: a longer timeout.
+SPARK_DOC = ROOT / "docs" / "spark.md"
+SPARK_TIMEOUT_S = 300
+SPARK_BLOCKS = python_blocks(SPARK_DOC.read_text()) if SPARK_DOC.exists() else []
 
 
 def test_the_readme_has_python_examples() -> None:
@@ -51,6 +55,19 @@ def test_the_readme_has_python_examples() -> None:
 
 @pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[where for where, _ in BLOCKS])
 def test_a_readme_python_block_runs_as_written(tmp_path: Path, where: str, code: str) -> None:
+    run_block(tmp_path, "README", where, code, TIMEOUT_S)
+
+
+def test_docs_spark_has_python_examples() -> None:
+    assert len(SPARK_BLOCKS) >= 3
+
+
+@pytest.mark.parametrize(("where", "code"), SPARK_BLOCKS, ids=[where for where, _ in SPARK_BLOCKS])
+def test_a_docs_spark_python_block_runs_as_written(tmp_path: Path, where: str, code: str) -> None:
+    run_block(tmp_path, "docs/spark.md", where, code, SPARK_TIMEOUT_S)
+
+
+def run_block(tmp_path: Path, doc: str, where: str, code: str, timeout_s: float) -> None:
     broker = None
     if SERVE_ADDRESS in code:
         broker = BrokerProcess(tmp_path / "broker-data", "--offsets-partitions", "5").start()
@@ -59,18 +76,18 @@ def test_a_readme_python_block_runs_as_written(tmp_path: Path, where: str, code:
     script.write_text(code)
     try:
         done = subprocess.run(
-            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL
+            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
         )
     finally:
         if broker is not None:
             broker.close()
-    assert done.returncode == 0, f"README block at {where} failed:\n{code}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, f"{doc} block at {where} failed:\n{code}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr[-4000:]}"
 
 
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
-@pytest.mark.parametrize("doc", ["README.md", "bench/README.md", "docs/coordinator-rules.md"])
+@pytest.mark.parametrize("doc", ["README.md", "bench/README.md", "docs/coordinator-rules.md", "docs/spark.md"])
 def test_links_point_at_files_in_the_repository(doc: str) -> None:
     path = ROOT / doc
     for target in LINK.findall(path.read_text()):

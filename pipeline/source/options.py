@@ -69,8 +69,14 @@ READ_OPTIONS = {
 WRITE_OPTIONS = {"kafka.bootstrap.servers", "topic", "includeheaders"}
 IGNORED_OPTIONS = {"fetchoffset.numretries", "fetchoffset.retryintervalms", "path", "checkpointlocation", "queryname"}
 REJECTED_OPTIONS = {
-    "minoffsetspertrigger": "is not supported by the kaflet source (Spark's Python data sources take one read limit)",
-    "maxtriggerdelay": "is not supported by the kaflet source (it goes with minOffsetsPerTrigger)",
+    # Spark's Python stream readers state one read limit (pyspark.sql.streaming.datasource: no composite
+    # of ReadMinRows and ReadMaxRows, and its ReadMinRows has no trigger delay), where the connector
+    # combines minOffsetsPerTrigger, maxTriggerDelay and maxOffsetsPerTrigger.
+    "minoffsetspertrigger": (
+        "is not supported by the kaflet source: Spark's Python data source API takes one read limit per stream and "
+        "its minimum-rows limit has no trigger delay; use 'maxOffsetsPerTrigger', or a longer trigger interval"
+    ),
+    "maxtriggerdelay": "is not supported by the kaflet source: it goes with 'minOffsetsPerTrigger', which Spark's Python data source API cannot serve",
 }
 # Shown in messages with the connector's capitalisation.
 SPELLING = {
