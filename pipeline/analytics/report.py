@@ -63,7 +63,10 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
 def _time_axis(ax: Any) -> None:
     import matplotlib.dates as mdates
 
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
+    # Ticks at whatever resolution the span needs (sub-second for a short run), never repeated labels.
+    locator = mdates.AutoDateLocator(tz=UTC, minticks=3, maxticks=7)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC, show_offset=True))
     ax.set_xlabel("UTC")
 
 
@@ -104,7 +107,6 @@ def _plot_lag(rows: list[dict[str, Any]], path: Path) -> None:
             _time_axis(ax)
         ax_records.set_title(f"{group}: lag in records (all partitions)", fontsize="medium", loc="left")
         ax_seconds.set_title(f"{group}: lag in seconds (oldest unconsumed)", fontsize="medium", loc="left")
-    fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=100)
     plt.close(fig)
@@ -125,6 +127,7 @@ def _plot_timeline(rows: list[dict[str, Any]], path: Path) -> None:
     for y, lane in enumerate(lanes):
         gens = sorted((r for r in rows if (r["group"], r["incarnation"]) == lane), key=lambda r: r["generation"])
         turn = 0
+        last_label = [float("-inf"), float("-inf")]  # x of the last label above / below the bar
         for r in gens:
             start = _ts(r["start_time"])
             stable = _ts(r["stable_time"])
@@ -139,10 +142,16 @@ def _plot_timeline(rows: list[dict[str, Any]], path: Path) -> None:
             else:
                 ax.barh(y, x1 - x0, left=x0, color="lightgray", height=0.5, edgecolor="white", linewidth=0.5)
             label = str(r["generation"])
-            if span and (x1 - x0) > span * 0.012 * (len(label) + 1):
-                ax.text((x0 + x1) / 2, y, label, fontsize="small", ha="center", va="center", color="white", fontweight="bold")
+            width = span * 0.012 * (len(label) + 1)  # a label's width in days, at this figure's size
+            if span and (x1 - x0) > width:
+                color = "black" if stable is None else "white"
+                ax.text((x0 + x1) / 2, y, label, fontsize="small", ha="center", va="center", color=color, fontweight="bold")
             else:  # too narrow: above and below the bar in turns, with a tick to its start
-                dy = 0.42 if turn % 2 == 0 else -0.42
+                side = turn % 2
+                if span and x0 - last_label[side] < width:
+                    continue  # would overlap its neighbour on that side: the table below has every generation
+                last_label[side] = x0
+                dy = 0.42 if side == 0 else -0.42
                 turn += 1
                 ax.annotate(
                     label,
