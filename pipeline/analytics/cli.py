@@ -71,6 +71,8 @@ def parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
             c.add_argument(
                 "--group", help="the pipeline's consumer group: bounds 'lost' by its commits, attributes duplicates to generations"
             )
+    # Listed for --help; `main` hands `cluster ...` to pipeline.cluster before parsing.
+    sub.add_parser("cluster", help="start|stop|status a Spark standalone cluster on this machine (master + workers via spark-class)")
     return p
 
 
