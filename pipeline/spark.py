@@ -145,7 +145,7 @@ def worker_timeout_advice(attempts: int) -> str:
     )
 
 
-def retry_worker_start(call: Any, attempts: int = 3, on_retry: Any = None) -> Any:
+def retry_worker_start(call: Any, attempts: int = 3, on_retry: Any = None, backoff_s: float = 2.0) -> Any:
     """`call()`, again (up to `attempts` times) when Spark's Python worker failed to connect back in time;
     the last failure is re-raised with the advice above. A query restarted on its checkpoint
     neither loses nor repeats what its sink committed, so a retry is safe there."""
@@ -159,7 +159,7 @@ def retry_worker_start(call: Any, attempts: int = 3, on_retry: Any = None) -> An
                 raise WorkerTimeout(worker_timeout_advice(attempts)) from exc
             if on_retry is not None:
                 on_retry(attempt, exc)
-            time.sleep(2 * attempt)
+            time.sleep(backoff_s * attempt)  # a busy machine: give it a moment
     raise AssertionError("unreachable")
 
 

@@ -30,7 +30,7 @@ def test_a_worker_that_never_connects_back_is_retried_then_explained() -> None:
 
     retried: list[int] = []
     with pytest.raises(WorkerTimeout, match=r"did not connect back within Spark's fixed 10 s.*3 time\(s\).*fewer cores"):
-        retry_worker_start(start, attempts=3, on_retry=lambda attempt, _exc: retried.append(attempt))
+        retry_worker_start(start, attempts=3, on_retry=lambda attempt, _exc: retried.append(attempt), backoff_s=0)
     assert len(calls) == 3 and retried == [1, 2]
     with pytest.raises(ValueError, match="other"):  # anything else is not retried
         retry_worker_start(lambda: (_ for _ in ()).throw(ValueError("other")))
