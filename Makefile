@@ -92,9 +92,13 @@ java:
 # The JVM pieces of the tests (tests/jvm/pom.xml: Kafka 4.4 itself, ...), fetched from Maven
 # Central into ~/.m2 and described in $(KAFLET_CACHE)/jvm. A second run finds them there. When
 # Maven fails, the tests that need it fail with Maven's reason (tests/support/jvm.py); the rest run.
+# Spark's Kafka connector (tests/jvm/spark-kafka) must be the installed PySpark's version: read from
+# the venv when there is one (pom.xml's default otherwise).
+SPARK_VERSION = $(shell $(BIN)/python -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)
+
 jvm: java
 	@mkdir -p $(KAFLET_CACHE)/jvm
-	@if mvn -B -q -Dstyle.color=never -f tests/jvm/pom.xml -Dkaflet.cache=$(KAFLET_CACHE) package > $(KAFLET_CACHE)/jvm/maven.log 2>&1; \
+	@if mvn -B -q -Dstyle.color=never -f tests/jvm/pom.xml -Dkaflet.cache=$(KAFLET_CACHE) $(if $(SPARK_VERSION),-Dspark.version=$(SPARK_VERSION)) package > $(KAFLET_CACHE)/jvm/maven.log 2>&1; \
 	then rm -f $(KAFLET_CACHE)/jvm/maven.error; \
 	else tail -n 40 $(KAFLET_CACHE)/jvm/maven.log > $(KAFLET_CACHE)/jvm/maven.error; \
 	  echo >&2 "Maven could not build tests/jvm (see $(KAFLET_CACHE)/jvm/maven.log); the tests that need it will fail with its reason"; fi

@@ -1,16 +1,19 @@
-"""The Spark pipeline's data source: Spark (`local[2]`) against one confluent-kafka client in one process.
+"""The Spark pipeline: the kaflet source beside Spark's own Kafka connector, and the analytics' run time.
 
-Read: 1 M records of 100 B in a 4-partition kaflet topic, loaded with `spark.read.format("kaflet")`
-and counted, against one Consumer (assign mode) reading the same topic to its end. Write: 1 M
-records of 100 B written with `df.write.format("kaflet")` (spark.range(1 M) with a constant value,
-2 tasks), against one idempotent Producer producing as many. Both sides are timed the same way:
-wall time of the whole operation, connection and metadata included (for Spark: planning the job,
-the Python workers and the Arrow hand-over to the JVM too). The Spark session and its Python
-workers are warmed up first (a small read and write); JVM start-up is not counted. Each repetition
-runs Spark and the single client alternately, so background load hits both alike.
+Read: 1 M records of 100 B in a 4-partition kaflet topic, loaded and counted with
+`spark.read.format("kaflet")` and with `spark.read.format("kafka")` (spark-sql-kafka-0-10, the jars
+`make jvm` fetched) in the same session, and read to its end by one confluent-kafka Consumer
+(assign mode, `fetch.queue.backoff.ms=0` so that it is not idle-bound), on `local[1]`, `local[2]`
+and a standalone cluster of two one-core workers (`pipeline.cluster`). Each side is timed whole:
+planning, Python workers, Arrow or JVM decoding included; the session is warmed up first (a small
+read through each format) and JVM start-up is not counted. Each repetition runs the three readers
+in turn, so background load hits them alike. Target: the kaflet source at least 0.7x the connector.
 
-The baseline here is the single client, not the mock cluster: both sides talk to the same kaflet.
-The issue's target is Spark >= 0.5x the single consumer on 2 cores (and scaling with cores).
+Write: `df.write.format("kaflet")` of 1 M records (2 tasks) against one idempotent producer.
+
+Analytics: a group with 1,000 commits; `python -m pipeline lag-history --once`, `rebalance-timeline
+--once` and `audit`, each a command of its own on `local[2]` timed end to end (JVM start included).
+Target: each under 30 s.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from bench.bench_produce import produce
 from bench.context import Context, Row, Target
 from bench.procs import Worker, run_worker
 
-ABOUT = "Spark pipeline source: read+count / write 1 M 100 B records with local[2] vs one confluent-kafka client"
+ABOUT = "Spark pipeline: read 1 M 100 B records with format(kaflet), format(kafka) and one consumer on local[1], local[2], a 2-worker cluster; write; the analytics over 1,000 commits"
 
 SIZE = 100
 PARTITIONS = 4
@@ -53,13 +56,16 @@ def consume_all(conn: Any, bootstrap: str, topic: str, partitions: int, total: i
 
 
 def spark_worker(conn: Any, bootstrap: str, master: str) -> dict[str, Any]:
-    """Worker: a Spark session that runs ("read", topic, expected) and ("write", topic, count) on command."""
+    """Worker: a Spark session that runs ("read", format, topic, expected) and ("write", topic, count) on command."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import functions as F
 
     from pipeline.spark import session
 
-    spark = session(master, "kaflet-bench", {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+    conf = {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"}
+    if master.startswith("spark://"):
+        conf.update({"spark.executor.memory": "1g", "spark.cores.max": "2"})
+    spark = session(master, "kaflet-bench", conf, connector="kafka")
     payload = os.urandom(SIZE)
     conn.send(("ready",))
     while True:
@@ -68,8 +74,8 @@ def spark_worker(conn: Any, bootstrap: str, master: str) -> dict[str, Any]:
             break
         t0 = time.perf_counter()
         if cmd[0] == "read":
-            _, topic, expected = cmd
-            n = spark.read.format("kaflet").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load().count()
+            _, fmt, topic, expected = cmd
+            n = spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load().count()
             if n != expected:
                 raise RuntimeError(f"Spark counted {n} records in {topic}, expected {expected}")
         else:
@@ -104,75 +110,200 @@ def _ask(worker: Worker, *cmd: Any) -> dict[str, Any]:
     return msg[1]
 
 
+MASTERS = ("local[1]", "local[2]", "cluster")
+
+
+def _reads(ctx: Context, bootstrap: str, master: str, held: int, warm: int) -> dict[str, list[dict[str, Any]]]:
+    """The three readers over the same topic, in turn, `ctx.reps` times, with one Spark session on `master`."""
+    out: dict[str, list[dict[str, Any]]] = {"kaflet": [], "kafka": [], "consumer": []}
+    worker = Worker(spark_worker, bootstrap, master)
+    try:
+        worker.recv(300)  # ("ready",)
+        for fmt in ("kaflet", "kafka"):
+            _ask(worker, "read", fmt, "bench-spark-warm", warm)  # Python workers, JVM classes, imports: once
+        for _ in range(ctx.reps):
+            for fmt in ("kaflet", "kafka"):
+                out[fmt].append(_ask(worker, "read", fmt, "bench-spark-read", held))
+            out["consumer"].append(run_worker(consume_all, bootstrap, "bench-spark-read", PARTITIONS, held))
+        worker.send(("stop",))
+    finally:
+        worker.kill()
+    return out
+
+
+def _rate(runs: list[dict[str, Any]]) -> float:
+    return sorted(r["count"] / r["seconds"] for r in runs)[len(runs) // 2]
+
+
+def _commits(bootstrap: str, topic: str, group: str, count: int) -> None:
+    """`count` synchronous commits of one group over the topic's partitions, and outputs to audit."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        for i in range(count):
+            c.commit(offsets=[TopicPartition(topic, i % PARTITIONS, 1 + i // PARTITIONS)], asynchronous=False)
+    finally:
+        c.close()
+
+
+def _audited(bootstrap: str, source: str, output: str, count: int) -> None:
+    from confluent_kafka import Producer
+
+    from pipeline.analytics.audit import source_headers
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        part, offset = i % PARTITIONS, i // PARTITIONS
+        p.produce(output, b"x", partition=part, headers=source_headers(source, part, offset))
+        if i % 1000 == 0:
+            p.poll(0)
+    p.flush(60)
+
+
+def _session_cpu(sid: int, seen: dict[int, float]) -> None:
+    """CPU seconds so far of every process in session `sid` (the command, its JVM, its Python workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # field 6 of stat: the session id
+            seen[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+
+
+def _command(*args: str) -> tuple[float, float]:
+    """Run `python -m pipeline ARGS` in a session of its own; (wall seconds, CPU seconds of all its processes)."""
+    import subprocess
+    import sys
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    seen: dict[int, float] = {}
+    while proc.poll() is None:
+        _session_cpu(proc.pid, seen)
+        time.sleep(0.2)
+    wall = time.perf_counter() - t0
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"pipeline {args[0]} failed: {err[-2000:]}")
+    return wall, sum(seen.values())
+
+
 def run(ctx: Context) -> list[Row]:
     try:
         import pyspark  # noqa: F401
+
+        from pipeline.spark import kafka_connector_jars
     except ImportError:
         ctx.note("spark: the pipeline extra is not installed (pip install -e '.[pipeline]')")
         return []
+    if not kafka_connector_jars():
+        ctx.note('spark: Spark\'s Kafka connector is not fetched (make jvm): format("kafka") would download it at start')
     total = ctx.size(1_000_000, 20_000)
-    reads: dict[str, list[dict[str, Any]]] = {"spark": [], "consumer": []}
+    commits = ctx.size(1_000, 100)
+    reads: dict[str, dict[str, list[dict[str, Any]]]] = {}
     writes: dict[str, list[dict[str, Any]]] = {"spark": [], "producer": []}
+    analytics: dict[str, list[tuple[float, float]]] = {"lag-history": [], "rebalance-timeline": [], "audit": []}
     with ctx.kaflet("--default-partitions", str(PARTITIONS)) as k:
         held = _fill(k.bootstrap, "bench-spark-read", total)
         warm = _fill(k.bootstrap, "bench-spark-warm", 1000)
+        for master in MASTERS:
+            if master == "cluster":
+                import tempfile
+
+                from pipeline import cluster
+
+                with tempfile.TemporaryDirectory(prefix="kaflet-bench-cluster-") as d:
+                    url = cluster.start(d, workers=2, cores=1, memory="1536m").master_url
+                    try:
+                        reads[master] = _reads(ctx, k.bootstrap, url, held, warm)
+                    finally:
+                        cluster.stop(d)
+            else:
+                reads[master] = _reads(ctx, k.bootstrap, master, held, warm)
         worker = Worker(spark_worker, k.bootstrap, "local[2]")
         try:
-            worker.recv(300)  # ("ready",)
-            _ask(worker, "read", "bench-spark-warm", warm)  # Python workers and imports, once
+            worker.recv(300)
             _create(k.bootstrap, "bench-spark-warm-out")
             _ask(worker, "write", "bench-spark-warm-out", 1000)
             for rep in range(ctx.reps):
-                reads["spark"].append(_ask(worker, "read", "bench-spark-read", held))
-                reads["consumer"].append(run_worker(consume_all, k.bootstrap, "bench-spark-read", PARTITIONS, held))
                 _create(k.bootstrap, f"bench-spark-out-{rep}")
                 writes["spark"].append(_ask(worker, "write", f"bench-spark-out-{rep}", total))
                 _create(k.bootstrap, f"bench-spark-single-{rep}")
-                result = run_worker(produce_idempotent, k.bootstrap, f"bench-spark-single-{rep}", total, timeout=600)
-                writes["producer"].append(result)
+                writes["producer"].append(run_worker(produce_idempotent, k.bootstrap, f"bench-spark-single-{rep}", total, timeout=600))
             worker.send(("stop",))
         finally:
             worker.kill()
-        # The same read on one core: how the source scales with cores.
-        one_core: list[dict[str, Any]] = []
-        worker = Worker(spark_worker, k.bootstrap, "local[1]")
-        try:
-            worker.recv(300)
-            _ask(worker, "read", "bench-spark-warm", warm)
-            for _ in range(ctx.reps):
-                one_core.append(_ask(worker, "read", "bench-spark-read", held))
-            worker.send(("stop",))
-        finally:
-            worker.kill()
+        # The analytics, each command a process of its own, as a user runs them.
+        source, output = "bench-analytics-src", "bench-analytics-out"
+        _fill(k.bootstrap, source, commits)
+        _create(k.bootstrap, output)
+        _audited(k.bootstrap, source, output, commits)
+        _commits(k.bootstrap, source, "bench-analytics", commits)
+        import tempfile
 
-    def rate(runs: list[dict[str, Any]]) -> float:
-        return sorted(r["count"] / r["seconds"] for r in runs)[len(runs) // 2]
+        for _ in range(ctx.reps):
+            with tempfile.TemporaryDirectory(prefix="kaflet-bench-analytics-") as out:
+                common = ["--bootstrap-server", k.bootstrap, "--out", out, "--master", "local[2]"]
+                analytics["lag-history"].append(_command("lag-history", *common, "--once"))
+                analytics["rebalance-timeline"].append(_command("rebalance-timeline", *common, "--once"))
+                audit = ["--source", source, "--output", output, "--group", "bench-analytics"]
+                analytics["audit"].append(_command("audit", *common, *audit))
 
-    return [
+    rows: list[Row] = []
+    for master in MASTERS:
+        r = reads[master]
+        where = "standalone, 2 workers x 1 core" if master == "cluster" else master
+        rows.append(
+            Row(
+                f"read+count {total:,} x {SIZE} B, {where}: format(kaflet) vs format(kafka)",
+                "msg/s",
+                _rate(r["kaflet"]),
+                _rate(r["kafka"]),
+                target=Target("ratio>=", 0.7),
+                baseline_name="kafka",
+            )
+        )
+        rows.append(
+            Row(
+                f"read+count {total:,} x {SIZE} B, {where}: format(kafka) vs 1 consumer",
+                "msg/s",
+                _rate(r["kafka"]),
+                _rate(r["consumer"]),
+                baseline_name="consumer",
+                note="context: the JVM connector against one confluent-kafka consumer in one process",
+            )
+        )
+    rows.append(
         Row(
-            f"read+count {total:,} x {SIZE} B: Spark local[2] vs 1 consumer",
+            f"write {total:,} x {SIZE} B: format(kaflet) local[2] vs 1 producer",
             "msg/s",
-            rate(reads["spark"]),
-            rate(reads["consumer"]),
-            target=Target("ratio>=", 0.5),
-            baseline_name="consumer",
-        ),
-        Row(
-            f"read+count {total:,} x {SIZE} B: Spark local[1] vs local[2]",
-            "msg/s",
-            rate(one_core),
-            rate(reads["spark"]),
-            baseline_name="local[2]",
-            note="scaling with cores: a ratio < 1 means two cores read faster than one",
-        ),
-        Row(
-            f"write {total:,} x {SIZE} B: Spark local[2] vs 1 producer",
-            "msg/s",
-            rate(writes["spark"]),
-            rate(writes["producer"]),
+            _rate(writes["spark"]),
+            _rate(writes["producer"]),
             baseline_name="producer",
-        ),
-    ]
+        )
+    )
+    for command, runs in analytics.items():
+        wall, cpu = sorted(runs)[len(runs) // 2]
+        rows.append(
+            Row(
+                f"{command} end to end, {commits:,} commits, local[2]",
+                "s",
+                wall,
+                higher_is_better=False,
+                target=Target("<=", 30.0),
+                compare=False,
+                note=f"CPU {cpu:.1f} s over all its processes (JVM, Python workers): at least {cpu / 2:.1f} s on 2 idle cores",
+            )
+        )
+    return rows
 
 
 def produce_idempotent(conn: Any, bootstrap: str, topic: str, count: int) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.analytics.jobs import JobOptions, read_topic
+from pipeline.analytics.jobs import AnalyticsError, JobOptions, read_topic
 
 HEADER_TOPIC = "kaflet.source.topic"
 HEADER_PARTITION = "kaflet.source.partition"
@@ -159,14 +159,36 @@ def committed_offsets(spark: Any, opts: JobOptions, group: str, topics: list[str
     from confluent_kafka import ConsumerGroupTopicPartitions
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": opts.bootstrap, **opts.client_config})
+    admin = AdminClient({"bootstrap.servers": opts.bootstrap, **opts.librdkafka()})
     result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
     rows = [(tp.topic, tp.partition, tp.offset) for tp in result.topic_partitions if tp.topic in topics and tp.offset >= 0]
     return spark.createDataFrame(rows, "topic string, partition int, committed_offset long")
 
 
+def check_names(opts: JobOptions, topics: list[str], group: str | None) -> None:
+    """A misspelt topic or group would audit nothing and find everything clean: refuse it."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": opts.bootstrap, **opts.librdkafka()})
+    try:
+        known = admin.list_topics(timeout=30).topics
+    except KafkaException as exc:
+        raise AnalyticsError(f"cannot list the topics of {opts.bootstrap}: {exc.args[0].str()}") from None
+    missing = [t for t in topics if t not in known]
+    if missing:
+        raise AnalyticsError(f"no topic {', '.join(repr(t) for t in missing)} on {opts.bootstrap}")
+    if group is None:
+        return
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    if not any(tp.offset >= 0 for tp in offsets.topic_partitions):
+        raise AnalyticsError(f"group {group!r} has no committed offsets on {opts.bootstrap} (is the name right?)")
+
+
 def run_audit(spark: Any, opts: JobOptions, sources: list[str], outputs: list[str], group: str | None) -> dict[str, Any]:
     from pipeline.analytics import timeline as tl
+
+    check_names(opts, [*sources, *outputs], group)
 
     src = read_topic(spark, opts, ",".join(sources), streaming=False)
     out = read_topic(spark, opts, ",".join(outputs), streaming=False, includeHeaders="true")

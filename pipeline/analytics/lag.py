@@ -101,7 +101,7 @@ def lag_frame(spark: Any, opts: JobOptions, source: Any | None = None) -> Any:
     raw = source if source is not None else read_offsets_log(spark, opts, streaming=True)
     commits = raw.select("key", "value", "partition", "offset", "timestamp").mapInArrow(offsets_log.commits_of, offsets_log.commit_schema())
     parallelism = max(1, spark.sparkContext.defaultParallelism)
-    return commits.repartition(parallelism, "topic", "partition").mapInArrow(AddLag(opts.bootstrap, opts.client_config), lag_schema())
+    return commits.repartition(parallelism, "topic", "partition").mapInArrow(AddLag(opts.bootstrap, opts.librdkafka()), lag_schema())
 
 
 def run_lag_history(spark: Any, opts: JobOptions) -> None:

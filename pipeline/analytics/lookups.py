@@ -11,7 +11,7 @@ as the most commits one of its partitions has in the micro-batch.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable
 
 TP = tuple[str, int]
@@ -76,30 +76,53 @@ class Lookups:
     def timestamps_at(self, questions: Iterable[tuple[TP, int]]) -> dict[tuple[TP, int], int | None]:
         """For each (partition, offset): the timestamp (ms) of the first record at or after that
         offset (the offset itself unless compaction, retention or a transaction marker took it),
-        None when there is none."""
+        None when there is none.
+
+        The offsets of a partition are read in runs: offsets closer than SCAN_GAP records apart are
+        answered by one sequential read from the first to the last (a fetch streams them), and a
+        new run starts with a seek. All partitions' runs are read together, round by round."""
         from confluent_kafka import KafkaError, TopicPartition
 
         out: dict[tuple[TP, int], int | None] = {}
-        for round_ in _rounds(questions):
-            wanted = dict(round_)
-            self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in round_])
+        runs: dict[TP, list[list[int]]] = defaultdict(list)
+        for tp, offset in sorted(set(questions)):
+            tp_runs = runs[tp]
+            if tp_runs and offset - tp_runs[-1][-1] <= SCAN_GAP:
+                tp_runs[-1].append(offset)
+            else:
+                tp_runs.append([offset])
+        for i in range(max((len(r) for r in runs.values()), default=0)):
+            wanted = {tp: deque(r[i]) for tp, r in runs.items() if i < len(r)}  # ascending offsets still unanswered
+            self.consumer.assign([TopicPartition(t, p, offsets[0]) for (t, p), offsets in wanted.items()])
             deadline = time.monotonic() + self.timeout
             while wanted and time.monotonic() < deadline:
-                for msg in self.consumer.consume(num_messages=1000, timeout=0.5):
+                for msg in self.consumer.consume(num_messages=10_000, timeout=0.5):
                     tp = (msg.topic(), msg.partition())
-                    if tp not in wanted:
+                    offsets = wanted.get(tp)
+                    if offsets is None:
                         continue
                     err = msg.error()
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
-                            out[(tp, wanted.pop(tp))] = None
+                            for offset in offsets:
+                                out[(tp, offset)] = None
+                            del wanted[tp]
                         continue
-                    if msg.offset() >= wanted[tp]:
-                        out[(tp, wanted.pop(tp))] = msg.timestamp()[1]
+                    stamp = msg.timestamp()[1]
+                    if offsets[0] <= msg.offset():
+                        deadline = time.monotonic() + self.timeout  # progress: the time-out counts from here
+                    while offsets and offsets[0] <= msg.offset():
+                        out[(tp, offsets.popleft())] = stamp
+                    if not offsets:
+                        del wanted[tp]
             self.consumer.unassign()
             if wanted:
-                raise TimeoutError(f"no answer within {self.timeout}s for the records at {sorted(wanted.items())}")
+                raise TimeoutError(f"no answer within {self.timeout}s for the records at {sorted(wanted.items())[:5]}")
         return out
+
+
+# Offsets of one partition closer than this are answered by reading the records between them, not by seeking.
+SCAN_GAP = 20_000
 
 
 def _gone_codes() -> frozenset[int]:

@@ -63,19 +63,31 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
 def _time_axis(ax: Any) -> None:
     import matplotlib.dates as mdates
 
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
+    # Ticks at whatever resolution the span needs (sub-second for a short run), never repeated labels.
+    locator = mdates.AutoDateLocator(tz=UTC, minticks=3, maxticks=7)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC, show_offset=True))
     ax.set_xlabel("UTC")
 
 
+def _wide(values: list[float]) -> bool:
+    """A range wide enough for a log scale: the largest positive value over 100x the smallest."""
+    positive = [v for v in values if v > 0]
+    return bool(positive) and max(positive) > 100 * min(positive)
+
+
 def _plot_lag(rows: list[dict[str, Any]], path: Path) -> None:
+    """One row of panels per group (small multiples, each with its own scale, so a small group is
+    not a flat line under a big one): lag in records and in seconds, log-scaled where wide."""
     import matplotlib.pyplot as plt
 
-    fig, (ax_records, ax_seconds) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
     by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_group[r["group"]].append(r)
-    for group, items in sorted(by_group.items()):
-        items.sort(key=lambda r: (_ts(r["commit_time"]), r["offsets_offset"]))
+    groups = sorted(by_group)
+    fig, axes = plt.subplots(len(groups), 2, figsize=(12, 1.2 + 2.2 * len(groups)), squeeze=False)
+    for (ax_records, ax_seconds), group in zip(axes, groups, strict=True):
+        items = sorted(by_group[group], key=lambda r: (_ts(r["commit_time"]), r["offsets_offset"]))
         latest: dict[tuple[str, int], tuple[int, float]] = {}
         times, totals, worst = [], [], []
         for r in items:
@@ -83,69 +95,78 @@ def _plot_lag(rows: list[dict[str, Any]], path: Path) -> None:
             times.append(_ts(r["commit_time"]))
             totals.append(sum(n for n, _ in latest.values()))
             worst.append(max(s for _, s in latest.values()))
-        ax_records.step(times, totals, where="post", label=group)
-        ax_seconds.step(times, worst, where="post", label=group)
-    ax_records.set_ylabel("lag (records, all partitions)")
-    ax_seconds.set_ylabel("lag (s, oldest unconsumed)")
-    ax_records.set_title("Lag per group at each commit")
-    ax_records.legend(loc="upper left", fontsize="small")
-    _time_axis(ax_seconds)
-    fig.autofmt_xdate()
+        for ax, values, color, unit in ((ax_records, totals, "tab:blue", "records"), (ax_seconds, worst, "tab:orange", "s")):
+            ax.step(times, values, where="post", color=color, marker="." if len(values) < 50 else None)
+            if _wide(values):
+                ax.set_yscale("symlog", linthresh=1)
+                ax.set_ylabel(f"{unit} (log)")
+            else:
+                ax.set_ylabel(unit)
+                ax.set_ylim(bottom=0)
+            ax.grid(True, alpha=0.3)
+            _time_axis(ax)
+        ax_records.set_title(f"{group}: lag in records (all partitions)", fontsize="medium", loc="left")
+        ax_seconds.set_title(f"{group}: lag in seconds (oldest unconsumed)", fontsize="medium", loc="left")
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=100)
     plt.close(fig)
 
 
 def _plot_timeline(rows: list[dict[str, Any]], path: Path) -> None:
+    """One lane per group: generations as bars (red until stable, green once stable, gray empty),
+    each labelled with its number inside the bar when it fits, else above or below it in turns,
+    so neighbouring labels never overlap."""
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
     lanes = sorted({(r["group"], r["incarnation"]) for r in rows})
-    fig, ax = plt.subplots(figsize=(10, 2.5 + 0.6 * len(lanes)))
+    fig, ax = plt.subplots(figsize=(12, 1.5 + 0.9 * len(lanes)))
     last = max((_ts(r[c]) for r in rows for c in ("start_time", "stable_time", "end_time") if r.get(c)), default=None)
+    first = min((_ts(r["start_time"]) for r in rows if r.get("start_time")), default=None)
+    span = (mdates.date2num(last) - mdates.date2num(first)) if first and last else 0.0
     for y, lane in enumerate(lanes):
-        for r in rows:
-            if (r["group"], r["incarnation"]) != lane:
-                continue
+        gens = sorted((r for r in rows if (r["group"], r["incarnation"]) == lane), key=lambda r: r["generation"])
+        turn = 0
+        last_label = [float("-inf"), float("-inf")]  # x of the last label above / below the bar
+        for r in gens:
             start = _ts(r["start_time"])
             stable = _ts(r["stable_time"])
             end = _ts(r["end_time"]) or last
             if start is None or end is None:
                 continue
+            x0, x1 = mdates.date2num(start), mdates.date2num(end)
             if stable is not None:
-                ax.barh(
-                    y,
-                    mdates.date2num(stable) - mdates.date2num(start),
-                    left=mdates.date2num(start),
-                    color="tab:red",
-                    height=0.6,
-                    edgecolor="white",
-                    linewidth=1,
-                )
-                ax.barh(
-                    y,
-                    mdates.date2num(end) - mdates.date2num(stable),
-                    left=mdates.date2num(stable),
-                    color="tab:green",
-                    height=0.6,
-                    edgecolor="white",
-                    linewidth=1,
-                )
+                xs = mdates.date2num(stable)
+                ax.barh(y, xs - x0, left=x0, color="tab:red", height=0.5, edgecolor="white", linewidth=0.5)
+                ax.barh(y, x1 - xs, left=xs, color="tab:green", height=0.5, edgecolor="white", linewidth=0.5)
             else:
-                ax.barh(
-                    y,
-                    mdates.date2num(end) - mdates.date2num(start),
-                    left=mdates.date2num(start),
-                    color="lightgray",
-                    height=0.6,
-                    edgecolor="white",
-                    linewidth=1,
+                ax.barh(y, x1 - x0, left=x0, color="lightgray", height=0.5, edgecolor="white", linewidth=0.5)
+            label = str(r["generation"])
+            width = span * 0.012 * (len(label) + 1)  # a label's width in days, at this figure's size
+            if span and (x1 - x0) > width:
+                color = "black" if stable is None else "white"
+                ax.text((x0 + x1) / 2, y, label, fontsize="small", ha="center", va="center", color=color, fontweight="bold")
+            else:  # too narrow: above and below the bar in turns, with a tick to its start
+                side = turn % 2
+                if span and x0 - last_label[side] < width:
+                    continue  # would overlap its neighbour on that side: the table below has every generation
+                last_label[side] = x0
+                dy = 0.42 if side == 0 else -0.42
+                turn += 1
+                ax.annotate(
+                    label,
+                    (x0, y + dy / 1.7),
+                    xytext=(x0, y + dy),
+                    fontsize="x-small",
+                    ha="center",
+                    va="center",
+                    arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4"},
                 )
-            ax.text(mdates.date2num(start), y, f" {r['generation']}", fontsize="small", va="center")
     ax.set_yticks(range(len(lanes)), [g if inc == 0 else f"{g} ({inc})" for g, inc in lanes])
+    ax.set_ylim(-0.8, len(lanes) - 0.2)
     ax.xaxis_date()
     _time_axis(ax)
-    ax.set_title("Generations: red = not stable yet (sync or reconciliation), green = stable, gray = empty")
+    ax.set_title("Generations: red = not stable yet (sync or reconciliation), green = stable, gray = empty", fontsize="medium")
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=100)

@@ -59,7 +59,9 @@ class Admin:
         try:
             self.consumer = Consumer(conf)
         except Exception as e:  # KafkaException for a bad librdkafka setting
-            raise SourceError(f"kaflet source: bad Kafka client option: {_text(e)} (options 'kafka.*' are librdkafka settings)") from None
+            raise SourceError(
+                f"kaflet source: bad Kafka client option: {_text(e)} (options 'kafka.*' are librdkafka's settings, or the Java client's common names)"
+            ) from None
 
     def _on_error(self, err: Any) -> None:
         with self._lock:

@@ -10,8 +10,8 @@ Where kaflet decides (the connector is silent or cannot apply):
   here (`fetchOffset.numRetries`, `fetchOffset.retryIntervalMs`, `kafkaConsumer.pollTimeoutMs` is
   honoured) are accepted and ignored; `path`, `checkpointLocation` and `queryName`, which Spark may
   pass along, too.
-- `kafka.*` options go to librdkafka with the prefix stripped, so they are librdkafka's names
-  (most match the Java client's). `kafka.default.api.timeout.ms` (Java's, default 60 s) bounds the
+- `kafka.*` options go to librdkafka with the prefix stripped: librdkafka's names, or the Java
+  client's common ones, translated (client_options.py). `kafka.default.api.timeout.ms` (Java's, default 60 s) bounds the
   driver's metadata and offset look-ups and is not passed on.
 - `commitOffsetsToGroup` (kaflet's): a streaming read commits each finished batch's end offsets to
   this consumer group, so the group's lag shows in the broker's metrics and tools. Spark's own
@@ -69,8 +69,14 @@ READ_OPTIONS = {
 WRITE_OPTIONS = {"kafka.bootstrap.servers", "topic", "includeheaders"}
 IGNORED_OPTIONS = {"fetchoffset.numretries", "fetchoffset.retryintervalms", "path", "checkpointlocation", "queryname"}
 REJECTED_OPTIONS = {
-    "minoffsetspertrigger": "is not supported by the kaflet source (Spark's Python data sources take one read limit)",
-    "maxtriggerdelay": "is not supported by the kaflet source (it goes with minOffsetsPerTrigger)",
+    # Spark's Python stream readers state one read limit (pyspark.sql.streaming.datasource: no composite
+    # of ReadMinRows and ReadMaxRows, and its ReadMinRows has no trigger delay), where the connector
+    # combines minOffsetsPerTrigger, maxTriggerDelay and maxOffsetsPerTrigger.
+    "minoffsetspertrigger": (
+        "is not supported by the kaflet source: Spark's Python data source API takes one read limit per stream and "
+        "its minimum-rows limit has no trigger delay; use 'maxOffsetsPerTrigger', or a longer trigger interval"
+    ),
+    "maxtriggerdelay": "is not supported by the kaflet source: it goes with 'minOffsetsPerTrigger', which Spark's Python data source API cannot serve",
 }
 # Shown in messages with the connector's capitalisation.
 SPELLING = {
@@ -301,12 +307,16 @@ def _timestamps(opts: dict[str, str], prefix: str, what: str) -> OffsetSpec | No
     return None
 
 
-def _kafka_config(opts: dict[str, str]) -> dict[str, str]:
-    return {
+def _kafka_config(opts: dict[str, str], what: str, role: str) -> dict[str, str]:
+    """The `kafka.*` options as librdkafka settings (Java client names translated: client_options.py)."""
+    from pipeline.source.client_options import librdkafka_config
+
+    given = {
         k[len("kafka.") :]: v
         for k, v in opts.items()
-        if k.startswith("kafka.") and k not in ("kafka.bootstrap.servers", DRIVER_TIMEOUT_KEY)
+        if k.startswith("kafka.") and k not in ("kafka.bootstrap.servers", DRIVER_TIMEOUT_KEY, "kafka.group.id")
     }
+    return librdkafka_config(given, what, role)
 
 
 def _bootstrap(opts: dict[str, str], what: str) -> str:
@@ -356,7 +366,7 @@ def parse_read(options: Mapping[str, str], streaming: bool) -> ReadOptions:
         commit_group=commit_group.strip() if commit_group else None,
         poll_timeout_ms=_int(opts, "kafkaconsumer.polltimeoutms", 120_000, 1, what) or 120_000,
         driver_timeout_ms=_int(opts, DRIVER_TIMEOUT_KEY, 60_000, 1, what) or 60_000,
-        kafka={k: v for k, v in _kafka_config(opts).items() if k != "group.id"},
+        kafka=_kafka_config(opts, what, "consumer"),
     )
 
 
@@ -371,5 +381,5 @@ def parse_write(options: Mapping[str, str], streaming: bool) -> WriteOptions:
         bootstrap=_bootstrap(opts, what),
         topic=topic.strip() if topic else None,
         driver_timeout_ms=_int(opts, DRIVER_TIMEOUT_KEY, 60_000, 1, what) or 60_000,
-        kafka=_kafka_config(opts),
+        kafka=_kafka_config(opts, what, "producer"),
     )

@@ -63,7 +63,7 @@ class _Batch:
         self.values: list[bytes | None] = []
         self.offsets: list[int] = []
         self.stamps: list[tuple[int, int]] = []
-        self.headers: list[list[dict[str, Any]]] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
 
     def add(self, msgs: list[Any]) -> None:
         self.keys += [m.key() for m in msgs]
@@ -71,7 +71,8 @@ class _Batch:
         self.offsets += [m.offset() for m in msgs]
         self.stamps += [m.timestamp() for m in msgs]
         if self.include_headers:
-            self.headers += [[{"key": k, "value": v} for k, v in (m.headers() or ())] for m in msgs]
+            # No headers: null, as the connector gives (not an empty array).
+            self.headers += [[{"key": k, "value": v} for k, v in hs] if (hs := m.headers()) else None for m in msgs]
 
     def __len__(self) -> int:
         return len(self.offsets)

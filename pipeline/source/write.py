@@ -80,9 +80,23 @@ def _bytes(values: list[Any]) -> list[bytes | None]:
     return [v.encode() if isinstance(v, str) else v for v in values]
 
 
+class _Partitions:
+    """Partition counts of the topics a task writes to, from the producer's metadata (once per topic)."""
+
+    def __init__(self, producer: Any, timeout_s: float) -> None:
+        self.producer, self.timeout_s, self.counts = producer, timeout_s, {}
+
+    def count(self, topic: str) -> int | None:
+        if topic not in self.counts:
+            md = self.producer.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
+            self.counts[topic] = len(md.partitions) if md is not None and md.error is None else None
+        return self.counts[topic]
+
+
 def produce_batches(opts: WriteOptions, batches: Iterator[Any]) -> int:
-    """Produce every row of `batches`; return the count once all are acknowledged, or raise."""
-    from confluent_kafka import Producer
+    """Produce every row of `batches`; return the count once all are acknowledged, or raise naming
+    the topic and partition, and how many of the task's records were written before."""
+    from confluent_kafka import KafkaException, Producer
 
     failures: list[str] = []
     errors: list[str] = []
@@ -105,8 +119,21 @@ def produce_batches(opts: WriteOptions, batches: Iterator[Any]) -> int:
     try:
         producer = Producer(conf)
     except Exception as e:
-        raise SourceError(f"kaflet sink: bad Kafka client option: {e} (options 'kafka.*' are librdkafka settings)") from None
+        raise SourceError(
+            f"kaflet sink: bad Kafka client option: {e} (options 'kafka.*' are librdkafka's settings, or the Java client's common names)"
+        ) from None
     count = 0
+    partitions = _Partitions(producer, opts.driver_timeout_ms / 1000)
+
+    def written_so_far() -> str:
+        # Everything handed over before is flushed, so what was written is known exactly.
+        while producer.flush(1.0) > 0:
+            pass
+        done = count - len(failures)
+        return f"{done} record(s) of this task were written before it stopped" + (
+            " (the sink is at-least-once: a retried task writes them again)" if done else ""
+        )
+
     for batch in batches:
         n = batch.num_rows
         if n == 0:
@@ -119,31 +146,48 @@ def produce_batches(opts: WriteOptions, batches: Iterator[Any]) -> int:
         else:
             topics = batch.column(names.index("topic")).to_pylist()
             if None in topics:
-                raise SourceError("kaflet sink: a row has a null topic; set the option 'topic' or fill the topic column")
+                raise SourceError(
+                    f"kaflet sink: a row has a null topic; set the option 'topic' or fill the topic column; {written_so_far()}"
+                )
         parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
         heads = batch.column(names.index("headers")).to_pylist() if "headers" in names else None
+        if parts is not None:
+            # Checked before any row of the batch is produced: a partition that does not exist
+            # fails the task naming it, without writing part of the batch.
+            for topic, part in sorted({(t, p) for t, p in zip(topics, parts, strict=True) if p is not None}):
+                have = partitions.count(topic)
+                if part < 0 or (have is not None and part >= have):
+                    where = f"topic '{topic}' has {have} partition(s), 0 to {have - 1}" if have else f"topic '{topic}' is not there"
+                    raise SourceError(f"kaflet sink: cannot write to partition {part} of topic '{topic}': {where}; {written_so_far()}")
         produce = producer.produce
-        if parts is None and heads is None:
-            for topic, value, key in zip(topics, values, keys, strict=True):
-                while True:
-                    try:
-                        produce(topic, value, key)
-                        break
-                    except BufferError:  # the local queue is full: serve callbacks, then retry
-                        producer.poll(0.05)
-        else:
-            parts = parts or [None] * n
-            heads = heads or [None] * n
-            for topic, value, key, part, head in zip(topics, values, keys, parts, heads, strict=True):
-                # partition -1: the producer's partitioner chooses (librdkafka's RD_KAFKA_PARTITION_UA)
-                hs = [(h["key"], h["value"]) for h in head] if head else None
-                while True:
-                    try:
-                        produce(topic, value, key, -1 if part is None else part, headers=hs)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-        count += n
+        try:
+            if parts is None and heads is None:
+                for topic, value, key in zip(topics, values, keys, strict=True):
+                    while True:
+                        try:
+                            produce(topic, value, key)
+                            break
+                        except BufferError:  # the local queue is full: serve callbacks, then retry
+                            producer.poll(0.05)
+                    count += 1
+            else:
+                parts = parts or [None] * n
+                heads = heads or [None] * n
+                for topic, value, key, part, head in zip(topics, values, keys, parts, heads, strict=True):
+                    # partition -1: the producer's partitioner chooses (librdkafka's RD_KAFKA_PARTITION_UA)
+                    hs = [(h["key"], h["value"]) for h in head] if head else None
+                    while True:
+                        try:
+                            produce(topic, value, key, -1 if part is None else part, headers=hs)
+                            break
+                        except BufferError:
+                            producer.poll(0.05)
+                    count += 1
+        except KafkaException as e:  # refused before sending (unknown partition, record too large, ...)
+            which = "a partition of the partitioner's choice" if parts is None or part is None else f"partition {part}"
+            raise SourceError(
+                f"kaflet sink: cannot write a record to {which} of topic '{topic}': {e.args[0].str()}; {written_so_far()}"
+            ) from None
         producer.poll(0)
         if failures:
             break
@@ -154,6 +198,7 @@ def produce_batches(opts: WriteOptions, batches: Iterator[Any]) -> int:
         raise SourceError(
             f"kaflet sink: {len(failures)} record(s) not delivered to kafka.bootstrap.servers={opts.bootstrap}: {failures[0]}"
             + (f" (client errors: {seen})" if seen else "")
+            + f"; {written_so_far()}"
         )
     return count
 
@@ -161,7 +206,7 @@ def produce_batches(opts: WriteOptions, batches: Iterator[Any]) -> int:
 class BatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         if overwrite:
-            raise OptionError("kaflet sink: save mode Overwrite is not allowed for Kafka topics; use Append")
+            raise OptionError('kaflet sink: save mode Overwrite is not allowed for Kafka topics; use .mode("append")')
         self.opts = parse_write(options, streaming=False)
         _check_schema(schema, self.opts, "sink")
         _check_reachable(self.opts)

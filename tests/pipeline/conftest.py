@@ -2,6 +2,10 @@
 
 Starting Spark costs seconds (a JVM, then Python workers), so every pipeline test shares the
 session-scoped `spark`; tests isolate themselves by topic names (`topic_name`), never by sessions.
+The session carries both connectors: the `kaflet` source and Spark's own Kafka connector
+(`format("kafka")`, its jars from `make jvm`'s tests/jvm/spark-kafka module, never downloaded at run
+time). A test that uses `format("kafka")` asks for `kafka_connector`, which fails with Maven's reason
+when the jars could not be had; the others run on the same session all the same.
 `kaflet` is one broker process shared by the suite; tests that stop or break a broker start their
 own with the function-scoped `broker_proc` (tests/conftest.py).
 """
@@ -24,27 +28,57 @@ pytest.importorskip("pyspark", reason="the pipeline extra (pip install -e '.[pip
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+TEST_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.driver.memory": "1g",
+    "spark.sql.streaming.stopTimeout": "30s",
+    # Tests read back what they wrote at once; no adaptive re-planning to wait for.
+    "spark.sql.adaptive.enabled": "false",
+    # The suite's jobs are small and short: the JVM's quick compiler only and the serial
+    # collector start Spark and its first jobs in about half the time on two busy cores.
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+}
+
+
+def _connector_classpath() -> tuple[str | None, str | None]:
+    """(the connector's classpath file, None) or (None, why it cannot be had)."""
+    from tests.support.jvm import JvmUnavailable, classpath, jvm_dir
+
+    try:
+        classpath("spark-kafka")
+    except JvmUnavailable as exc:
+        return None, str(exc)
+    return str(jvm_dir() / "spark-kafka.classpath"), None
+
+
+_CONNECTOR_MISSING: list[str] = []
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from pipeline.spark import session
 
-    spark = session(
-        "local[2]",
-        "kaflet-tests",
-        {
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.driver.memory": "1g",
-            "spark.sql.streaming.stopTimeout": "30s",
-            # Tests read back what they wrote at once; no adaptive re-planning to wait for.
-            "spark.sql.adaptive.enabled": "false",
-            # The suite's jobs are small and short: the JVM's quick compiler only and the serial
-            # collector start Spark and its first jobs in about half the time on two busy cores.
-            "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-        },
-    )
+    path, why = _connector_classpath()
+    if path is None:
+        _CONNECTOR_MISSING.append(why or "unknown")
+        spark = session("local[2]", "kaflet-tests", TEST_CONF)
+    else:
+        os.environ["KAFLET_SPARK_KAFKA_CLASSPATH"] = path
+        spark = session("local[2]", "kaflet-tests", TEST_CONF, connector="kafka")
+        # The jars come from the classpath file: nothing is resolved through Ivy when a session starts.
+        assert not spark.conf.get("spark.jars.packages", None)
     yield spark
     spark.stop()
+
+
+@pytest.fixture
+def kafka_connector(spark: Any) -> str:
+    """The format name of Spark's own Kafka connector, on the shared session; fails (never skips)
+    with Maven's reason when `make jvm` could not fetch it."""
+    if _CONNECTOR_MISSING:
+        pytest.fail(f"Spark's Kafka connector is not available: {_CONNECTOR_MISSING[0]}", pytrace=False)
+    return "kafka"
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,10 @@ The history must still hold every commit and generation, exactly once.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
+import re
 import subprocess
 import sys
 import threading
@@ -27,6 +30,7 @@ from pipeline.analytics import lag, timeline
 from pipeline.analytics.cli import main
 from pipeline.analytics.jobs import JobOptions
 from storage import offsets_records as orec
+from tests.pipeline.conftest import _CONNECTOR_MISSING
 from tests.pipeline.group_scenario import (
     CG_GROUP,
     CG_TOPIC,
@@ -85,8 +89,23 @@ def kinds(records: list[tuple[bytes, bytes | None]]) -> Counter[str]:
     return count
 
 
+OUTPUT_LINES: list[str] = []
+
+
 def cli(spark: Any, *args: str) -> None:
-    assert main(list(args), spark=spark) == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(args), spark=spark) == 0
+    OUTPUT_LINES.extend(out.getvalue().splitlines())
+
+
+def connectors() -> list[str]:
+    """The connectors the world runs the analytics with: both, when the session has Spark's."""
+    return ["kaflet"] if _CONNECTOR_MISSING else ["kaflet", "kafka"]
+
+
+def out_for(out: Path, connector: str) -> Path:
+    return out if connector == "kaflet" else out / "with-kafka-connector"
 
 
 @pytest.fixture(scope="module")
@@ -115,32 +134,36 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worl
         )
         print(f"compaction: {time.monotonic() - t0:.1f} s", file=sys.stderr)
         first_runs(spark, broker.bootstrap, out)
-        t0 = time.monotonic()
-        cli(
-            spark,
-            "audit",
-            "--bootstrap-server",
-            broker.bootstrap,
-            "--out",
-            str(out),
-            "--source",
-            SOURCE,
-            "--output",
-            OUTPUT,
-            "--group",
-            GROUP,
-        )
-        print(f"audit: {time.monotonic() - t0:.1f} s", file=sys.stderr)
+        for connector in connectors():
+            t0 = time.monotonic()
+            cli(
+                spark,
+                "audit",
+                "--bootstrap-server",
+                broker.bootstrap,
+                "--out",
+                str(out_for(out, connector)),
+                "--source",
+                SOURCE,
+                "--output",
+                OUTPUT,
+                "--group",
+                GROUP,
+                "--connector",
+                connector,
+            )
+            print(f"audit ({connector}): {time.monotonic() - t0:.1f} s", file=sys.stderr)
         yield World(broker, out, scenario, first, left, consumer_group_steps)
     finally:
         broker.stop()
 
 
 def first_runs(spark: Any, bootstrap: str, out: Path) -> None:
-    for command in ("lag-history", "rebalance-timeline"):
-        t0 = time.monotonic()
-        cli(spark, command, "--bootstrap-server", bootstrap, "--out", str(out), "--once")
-        print(f"{command} --once: {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    for connector in connectors():
+        for command in ("lag-history", "rebalance-timeline"):
+            t0 = time.monotonic()
+            cli(spark, command, "--bootstrap-server", bootstrap, "--out", str(out_for(out, connector)), "--once", "--connector", connector)
+            print(f"{command} --once ({connector}): {time.monotonic() - t0:.1f} s", file=sys.stderr)
 
 
 def rows(spark: Any, out: Path, name: str) -> list[dict[str, Any]]:
@@ -338,3 +361,77 @@ def test_lag_history_runs_until_stopped(spark: Any, world: World, tmp_path: Path
     assert gone["lag_records"] is None and gone["lag_seconds"] is None and gone["log_end_offset"] is None
     records = len(world.scenario.produced[(SOURCE, 0)])
     assert sorted(r["lag_records"] for r in got if r["topic"] == SOURCE) == [records - 3, records - 2, records - 1]
+
+
+def _table(spark: Any, out: Path, name: str, order: list[str]) -> list[dict[str, Any]]:
+    got = rows(spark, out, name)
+    return sorted(got, key=lambda r: tuple(repr(r.get(c)) for c in order))
+
+
+def test_the_analytics_give_the_same_tables_on_either_connector(spark: Any, kafka_connector: str, world: World) -> None:
+    """Read through Spark's own Kafka connector (`--connector kafka`) at the same moments, every table
+    is the same, row for row, as through the kaflet source."""
+    other = out_for(world.out, kafka_connector)
+    for name, order in (
+        (lag.NAME, ["group", "topic", "partition", "offsets_partition", "offsets_offset"]),
+        (timeline.NAME, ["group", "incarnation", "generation"]),
+        ("audit_lost", ["source_topic", "source_partition", "source_offset"]),
+        ("audit_duplicates", ["source_topic", "source_partition", "source_offset", "copy"]),
+        ("audit_by_partition", ["source_topic", "source_partition"]),
+        ("audit_by_generation", ["generation"]),
+    ):
+        ours, theirs = _table(spark, world.out, name, order), _table(spark, other, name, order)
+        assert ours and ours == theirs, name
+
+
+def test_each_command_says_what_it_wrote(world: World) -> None:
+    """One line each on success: how much a --once run appended, and what the audit found."""
+    lag_lines = [
+        re.fullmatch(r"lag-history: (\d+) commit\(s\) appended to (\S+) \((\d+) in all\)", x) for x in OUTPUT_LINES if x.startswith("lag-")
+    ]
+    assert lag_lines and all(lag_lines)
+    kaflet_runs = [m for m in lag_lines if m[2] == str(world.out / lag.NAME)]
+    (first, second) = kaflet_runs
+    assert int(first[1]) == int(first[3]) >= world.first_run_commits  # everything was new
+    assert int(second[1]) == 0 and int(second[3]) == int(first[3])  # the compacted log added nothing
+    timeline_lines = [x for x in OUTPUT_LINES if x.startswith("rebalance-timeline: ")]
+    assert timeline_lines and all(
+        re.fullmatch(r"rebalance-timeline: \d+ generation\(s\) of \d+ group\(s\) in \S+ \(\d+ new group record\(s\)\)", x)
+        for x in timeline_lines
+    )
+    s = world.scenario
+    audits = [x for x in OUTPUT_LINES if x.startswith("audit: ")]
+    assert audits and all(
+        x.startswith(f"audit: {len(s.lost)} lost, {len(s.duplicated)} duplicated ({len(s.duplicated)} extra copies)") for x in audits
+    )
+
+
+def test_a_misspelt_topic_or_group_is_an_error_not_a_clean_audit(spark: Any, world: World, tmp_path: Path, capsys: Any) -> None:
+    base = ["audit", "--bootstrap-server", world.broker.bootstrap, "--out", str(tmp_path), "--output", OUTPUT]
+    assert main([*base, "--source", "ordres"], spark=spark) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"python -m pipeline audit: no topic 'ordres' on {world.broker.bootstrap}"]
+    assert main([*base, "--source", SOURCE, "--group", "enricherr"], spark=spark) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"python -m pipeline audit: group 'enricherr' has no committed offsets on {world.broker.bootstrap} (is the name right?)"]
+    assert not (tmp_path / "audit_lost").exists()
+
+
+def test_report_without_the_extra_says_what_to_install(tmp_path: Path) -> None:
+    # matplotlib made unimportable, as on a machine without the pipeline extra.
+    stub = tmp_path / "stub" / "matplotlib"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('not installed')\n")
+    (tmp_path / "stub" / "sitecustomize.py").write_text(
+        "import importlib.util, sys\n_find = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda name, *a: None if name == 'matplotlib' else _find(name, *a)\n"
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path / "stub")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "report", "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        == "python -m pipeline report: needs the pipeline extra (matplotlib not installed): pip install 'kaflet[pipeline]'"
+    )

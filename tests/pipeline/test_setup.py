@@ -33,3 +33,13 @@ def test_import_pipeline_needs_no_spark() -> None:
     code = "import sys, pipeline; assert 'pyspark' not in sys.modules; print(pipeline.FORMAT)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "kaflet", done.stderr
+
+
+def test_make_jvm_fetches_the_kafka_connector_of_the_installed_pyspark() -> None:
+    import pyspark
+
+    recipe = subprocess.run(["make", "-n", "jvm"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert f"-Dspark.version={pyspark.__version__}" in recipe
+    pom = (ROOT / "tests" / "jvm" / "spark-kafka" / "pom.xml").read_text()
+    assert "<artifactId>spark-sql-kafka-0-10_2.13</artifactId>" in pom and "${spark.version}" in pom
+    assert "<module>spark-kafka</module>" in (ROOT / "tests" / "jvm" / "pom.xml").read_text()

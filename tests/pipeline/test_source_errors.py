@@ -51,7 +51,16 @@ BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9"}
         ),
         ({**BOOT, "subscribe": "t", "subscibe": "t"}, False, r"unknown option 'subscibe'"),
         ({**BOOT, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, False, r"Kafka option 'auto.offset.reset' is not supported"),
-        ({**BOOT, "subscribe": "t", "minOffsetsPerTrigger": "5"}, True, r"option 'minOffsetsPerTrigger' is not supported"),
+        (
+            {**BOOT, "subscribe": "t", "minOffsetsPerTrigger": "5"},
+            True,
+            r"option 'minOffsetsPerTrigger' is not supported by the kaflet source: Spark's Python data source API takes one read limit",
+        ),
+        (
+            {**BOOT, "subscribe": "t", "maxTriggerDelay": "5m"},
+            True,
+            r"option 'maxTriggerDelay' is not supported .* goes with 'minOffsetsPerTrigger'",
+        ),
         ({**BOOT, "subscribe": "t", "commitOffsetsToGroup": "g"}, False, r"'commitOffsetsToGroup' applies to streaming queries only"),
         ({**BOOT, "subscribe": "t", "commitOffsetsToGroup": " "}, True, r"option 'commitOffsetsToGroup' is empty"),
     ],

@@ -42,3 +42,24 @@ def test_offsets_round_trip_through_the_connectors_json_shape() -> None:
     offsets = {("a", 0): 5, ("a", 10): 7, ("b", 1): 0}
     assert to_json(offsets) == {"a": {"0": 5, "10": 7}, "b": {"1": 0}}
     assert from_json(to_json(offsets)) == offsets
+
+
+def test_min_partitions_rounds_half_up_as_the_connector() -> None:
+    # 4 partitions of 1,000 and minPartitions 10: 2.5 pieces each round to 3 (Scala's math.round), 12 tasks.
+    pieces = plan([OffsetRange("t", p, 0, 1000) for p in range(4)], 10)
+    assert len(pieces) == 12
+    assert sum(p.size for p in pieces) == 4000
+
+
+def test_small_ranges_stay_whole_and_the_rest_share_what_they_leave() -> None:
+    # Shares 9.6 and 0.4 of 10: the small range stays whole and the big one takes 9 (10 - 1 unsplit).
+    pieces = plan([OffsetRange("a", 0, 0, 960), OffsetRange("b", 0, 0, 40)], 10)
+    assert [p for p in pieces if p.topic == "b"] == [OffsetRange("b", 0, 0, 40)]
+    assert len([p for p in pieces if p.topic == "a"]) == 9
+
+
+def test_max_records_cuts_before_min_partitions_counts() -> None:
+    # 100 records cut by 30 give 4 pieces; minPartitions 3 is already met.
+    assert len(plan([OffsetRange("t", 0, 0, 100)], 3, 30)) == 4
+    # minPartitions 8 over those 4 pieces: each piece of 25 is cut in 2.
+    assert len(plan([OffsetRange("t", 0, 0, 100)], 8, 30)) == 8
