@@ -108,6 +108,32 @@ async def _init_producer_id(client: RawClient, tid: str | None, timeout: float =
         await asyncio.sleep(0.2)
 
 
+async def _until_acls_apply(admin: RawClient, count: int, timeout: float = 20.0) -> None:
+    """Until the broker's authorizer holds `count` ACLs: Kafka answers CreateAcls once its
+    controller has committed them, and the broker applies them from the metadata log a moment
+    later (kaflet applies them before it answers)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        every = await admin.request(
+            DescribeAclsRequest[3](
+                resource_type_filter=ANY,
+                resource_name_filter=None,
+                pattern_type_filter=ANY,
+                principal_filter=None,
+                host_filter=None,
+                operation=ANY,
+                permission_type=ANY,
+            )
+        )
+        held = sum(len(r.acls) for r in every.resources)
+        if held >= count or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.1)
+
+
 async def run(bootstrap: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     admin = await login(bootstrap, "admin")
@@ -121,6 +147,7 @@ async def run(bootstrap: str) -> dict[str, Any]:
         for i, bad in enumerate(UNBUILDABLE):
             made = await admin.request(CreateAclsRequest[3](creations=[ACLS[0], bad]))
             out[f"create unbuildable acl {i}"] = [(r.error_code, r.error_message) for r in made.results]
+        await _until_acls_apply(admin, len(ACLS))
         described = await admin.request(
             DescribeAclsRequest[3](
                 resource_type_filter=TOPIC,

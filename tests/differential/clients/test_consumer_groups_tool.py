@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.differential.clients.peers import Peers, table
+from tests.differential.clients.peers import Peers, own_groups, table
 
 
 def tool(peers: Peers, *args: str) -> dict[str, Any]:
-    """The tool's normalized output, equal on both brokers; {"out", "err", "exit"}."""
+    """The tool's normalized output, equal on both brokers; {"out", "err", "exit"}. A listing
+    keeps this module's groups only (other tests' groups live on the shared reference Kafka)."""
 
     def view(result: Any) -> Any:
-        return {"out": table(result["stdout"]), "err": table(result["stderr"]), "exit": result["exit"]}
+        out = {"out": table(result["stdout"]), "err": table(result["stderr"]), "exit": result["exit"]}
+        return own_groups(out) if "--list" in args else out
 
     return peers.same("tool", view=view, args=[*args, "--bootstrap-server", "{bootstrap}"])  # type: ignore[no-any-return]
 
