@@ -46,7 +46,10 @@ class Producer:
             return
         try:
             if self.producer_id < 0:
-                init = await client.request(d.init_producer_id())
+                try:
+                    init = await client.request(d.init_producer_id())
+                except (ConnectionError, OSError, TimeoutError):
+                    return  # killed before the id came back: asked again after the restart
                 assert init.error_code == ErrorCode.NONE
                 self.producer_id, self.epoch = init.producer_id, init.producer_epoch
             while not stop.is_set():

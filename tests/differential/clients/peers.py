@@ -56,11 +56,26 @@ OWN_GROUPS = ("cg-", "jc-", "ck-")
 
 
 def own_groups(value: Any) -> Any:
-    """A listing of groups (the Admin's, or the tool's rows) with other tests' groups left out."""
+    """A listing of groups (the Admin's, or the tool's rows) with other tests' groups left out:
+    their rows, the header that stands above only them, and the tool's notes that name them."""
     if isinstance(value, dict) and isinstance(value.get("value"), list):
         return {**value, "value": [g for g in value["value"] if not isinstance(g, dict) or str(g.get("group", "")).startswith(OWN_GROUPS)]}
     if isinstance(value, dict) and isinstance(value.get("out"), list):
-        return {**value, "out": [r for r in value["out"] if not r or r[0] == "GROUP" or r[0].startswith(OWN_GROUPS)]}
+        out: list[list[str]] = []
+        header = None
+        for row in value["out"]:
+            if row and row[0] == "GROUP":
+                header = row
+            elif not row or row[0].startswith(OWN_GROUPS):
+                if header is not None:
+                    out.append(header)
+                    header = None
+                out.append(row)
+        if header is not None and not out:
+            out.append(header)  # a listing of no group still shows its header
+        quoted = re.compile(r"'([^']+)'")
+        err = [r for r in value.get("err", []) if all(g.startswith(OWN_GROUPS) for g in quoted.findall(" ".join(r)))]
+        return {**value, "out": out, "err": err}
     return value
 
 

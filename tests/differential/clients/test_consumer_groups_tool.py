@@ -18,7 +18,7 @@ def tool(peers: Peers, *args: str) -> dict[str, Any]:
 
     def view(result: Any) -> Any:
         out = {"out": table(result["stdout"]), "err": table(result["stderr"]), "exit": result["exit"]}
-        return own_groups(out) if "--list" in args else out
+        return own_groups(out) if "--list" in args or "--all-groups" in args else out
 
     return peers.same("tool", view=view, args=[*args, "--bootstrap-server", "{bootstrap}"])  # type: ignore[no-any-return]
 
