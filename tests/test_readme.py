@@ -70,7 +70,7 @@ def test_a_readme_python_block_runs_as_written(tmp_path: Path, where: str, code:
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
-@pytest.mark.parametrize("doc", ["README.md", "bench/README.md", "docs/coordinator-rules.md"])
+@pytest.mark.parametrize("doc", ["README.md", "bench/README.md", "docs/coordinator-rules.md", "docs/decisions.md"])
 def test_links_point_at_files_in_the_repository(doc: str) -> None:
     path = ROOT / doc
     for target in LINK.findall(path.read_text()):
