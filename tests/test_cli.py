@@ -22,11 +22,13 @@ from broker.config import KAFKA_DEFAULTS, Config, ConfigError
 from broker.embed import BrokerProcess
 from protocol import compiled
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+CLI_PAGE = ROOT / "docs" / "cli.md"
 KAFLET = Path(sys.executable).parent / "kaflet"  # the console script of the install under test
 
-# Flags the README names that belong to other tools (make, pip, docker, pytest, apt-get).
-OTHER_TOOLS_FLAGS = {"--no-install-recommends", "--build", "--no-deps", "--user", "--system-site-packages"}
+# Flags the pages name that belong to other tools (make, pip, docker, pytest, apt-get; --write: tests.support.rules_doc).
+OTHER_TOOLS_FLAGS = {"--no-install-recommends", "--build", "--no-deps", "--user", "--system-site-packages", "--write"}
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -47,10 +49,9 @@ def test_help_lists_every_command_with_one_line(argv: list[str]) -> None:
     assert "--version" in done.stdout
 
 
-def test_the_readme_command_table_names_every_command() -> None:
-    table = README.read_text().split("## Running", 1)[1].split("\n## ", 1)[0]
-    missing = [c.name for c in COMMANDS if f"| `kaflet {c.name}" not in table]
-    assert not missing, f"add a row for each to the command table under README's 'Running': {missing}"
+def test_the_command_table_of_docs_cli_names_every_command() -> None:
+    missing = [c.name for c in COMMANDS if f"| `kaflet {c.name}" not in CLI_PAGE.read_text()]
+    assert not missing, f"add a row for each to the command table of docs/cli.md: {missing}"
 
 
 def test_version_comes_from_the_package_metadata() -> None:
@@ -86,8 +87,10 @@ def test_python_dash_m_broker_keeps_serving_without_arguments(tmp_path: Path) ->
 
 
 def _help_texts() -> str:
-    """`--help` of every command and of every sub-command argparse lists in its usage line."""
-    texts = [run("--help").stdout]
+    """`--help` of every command and of every sub-command argparse lists in its usage line, and
+    of the benchmarks (`python -m bench`, docs/benchmarks.md)."""
+    bench = subprocess.run([sys.executable, "-m", "bench", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    texts = [run("--help").stdout, bench.stdout]
     for command in COMMANDS:
         top = run(command.name, "--help")
         assert top.returncode == 0, top.stderr
@@ -100,12 +103,14 @@ def _help_texts() -> str:
     return "\n".join(texts)
 
 
-def test_every_flag_the_readme_names_is_in_some_help_as_named() -> None:
-    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)", README.read_text()))
+def test_every_flag_the_pages_name_is_in_some_help_as_named() -> None:
+    named = {f for page in PAGES for f in re.findall(r"(?<![\w-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)", page.read_text())}
     helps = _help_texts()
     shown = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)", helps))
     missing = sorted(named - shown - OTHER_TOOLS_FLAGS)
-    assert not missing, f"flags the README names but no `kaflet ... --help` shows (another tool's? add to OTHER_TOOLS_FLAGS): {missing}"
+    assert not missing, (
+        f"flags the README or docs/ name but no `kaflet ... --help` shows (another tool's? add to OTHER_TOOLS_FLAGS): {missing}"
+    )
 
 
 def test_boolean_flags_show_their_no_forms() -> None:
