@@ -2,7 +2,7 @@
 
 - the compose file parses and every file it points at exists, wired consistently (service
   names, ports, mount targets of the Grafana provisioning);
-- the Prometheus configuration passes `promtool check config` (Debian's prometheus package);
+- the Prometheus configuration passes `promtool check config` (tests/support/tools.py finds it);
 - every metric the Grafana dashboard queries is in a live scrape of a real broker, and that
   scrape passes `promtool check metrics`;
 - the Dockerfile's `RUN pip install` steps run as written in a clean virtual environment laid
@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from broker.embed import BrokerProcess, BrokerThread
 from tests.support.metrics import get, scrape
+from tests.support.tools import promtool
 from tests.support.waiting import wait_until
 
 
@@ -86,7 +87,7 @@ def test_compose_file_parses_and_points_at_files_that_exist() -> None:
 
 
 def test_prometheus_config_passes_promtool() -> None:
-    done = subprocess.run(["promtool", "check", "config", str(DOCKER / "prometheus" / "prometheus.yml")], capture_output=True, text=True)
+    done = subprocess.run([promtool(), "check", "config", str(DOCKER / "prometheus" / "prometheus.yml")], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -155,7 +156,7 @@ def test_every_dashboard_metric_is_in_a_live_scrape(broker_thread: Callable[...,
     assert not missing, f"dashboard metrics not exported: {sorted(missing)}"
     # promtool parses the exposition (exit 1 on errors) and lints names (exit 3): the only findings
     # are kafka_exporter's own *_sum gauges, whose names are kept for its dashboards and alerts.
-    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    lint = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True)
     findings = {line.split()[0] for line in (lint.stdout + lint.stderr).splitlines() if line.strip()}
     assert lint.returncode in (0, 3) and findings <= {"kafka_consumergroup_current_offset_sum", "kafka_consumergroup_lag_sum"}, lint
 
