@@ -121,6 +121,18 @@ test: $(VENV)/.installed-test apt-deps promtool jvm
 	$(BIN)/python -m pytest -q
 	KAFLET_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(PURE_TESTS)
 
+# The container image, built from docker/Dockerfile and checked against a local Docker daemon
+# (tests/image: healthy, compiled path, non-root, produce/consume, classic and KIP-848 groups,
+# records and offsets kept across `docker restart`). Not part of `make test`, which never needs a
+# daemon. Builds use the host's network (DOCKER_BUILD_FLAGS), which also serves daemons without a
+# bridge network.
+IMAGE ?= kaflet:test
+DOCKER_BUILD_FLAGS ?= --network host
+test-image: $(VENV)/.installed-test
+	@docker info >/dev/null 2>&1 || { echo >&2 "make test-image needs a running Docker daemon (docker info failed; DOCKER_HOST=$${DOCKER_HOST:-unset})"; exit 1; }
+	docker build $(DOCKER_BUILD_FLAGS) -f docker/Dockerfile -t $(IMAGE) .
+	KAFLET_TEST_IMAGE=$(IMAGE) $(BIN)/python -m pytest -q -p no:cacheprovider tests/image
+
 # The quicker loop while editing: codecs, storage and the coordinator's rules (a few minutes).
 test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q tests/unit tests/conformance

@@ -1,0 +1,163 @@
+"""The container image, built and run by a local Docker daemon: `make test-image` (never part of
+`make test`, which must not need a daemon). KAFLET_TEST_IMAGE names the image to check; the
+make target builds it from docker/Dockerfile first.
+
+The container runs on the host's network (a daemon without a bridge has no port mapping), on free
+ports, with a named volume for its data: it must get healthy, run as its non-root user on the
+compiled path, serve produce, consume, a classic and a KIP-848 group, and keep records and
+committed offsets across `docker restart`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.waiting import wait_until
+
+IMAGE = os.environ.get("KAFLET_TEST_IMAGE", "kaflet:test")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    if check:
+        assert done.returncode == 0, f"docker {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return done
+
+
+@pytest.fixture(scope="module", autouse=True)
+def image() -> str:
+    assert shutil.which("docker"), "make test-image needs the docker command and a running daemon"
+    assert docker("info", check=False).returncode == 0, "make test-image needs a running Docker daemon (docker info failed)"
+    assert docker("image", "inspect", IMAGE, check=False).returncode == 0, f"no image {IMAGE}: make test-image builds it"
+    return IMAGE
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_image_runs_the_compiled_path_as_its_own_user() -> None:
+    assert docker("run", "--rm", IMAGE, "--version").stdout == f"kaflet {version('kaflet')} (compiled)\n"
+    assert docker("run", "--rm", "--entrypoint", "id", IMAGE).stdout.strip() == "uid=10001(kaflet) gid=10001(kaflet) groups=10001(kaflet)"
+
+
+def test_every_command_of_kaflet_answers_its_help_in_the_image() -> None:
+    from broker.cli import COMMANDS
+
+    for command in COMMANDS:
+        done = docker("run", "--rm", IMAGE, command.name, "--help", check=False)
+        assert done.returncode == 0 and f"kaflet {command.name}" in done.stdout, (command.name, done.stdout, done.stderr)
+    # without the pipeline extra, a pipeline job says what to install
+    job = docker("run", "--rm", IMAGE, "pipeline", "report", "--out", "/tmp/x", check=False)
+    assert "Traceback" not in job.stderr and "ModuleNotFoundError" not in job.stderr
+
+
+def test_the_compose_file_loads_in_docker_compose() -> None:
+    compose = ["docker-compose"] if shutil.which("docker-compose") else ["docker", "compose"]
+    done = subprocess.run([*compose, "-f", str(ROOT / "docker" / "compose.yaml"), "config", "-q"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+class Container:
+    def __init__(self) -> None:
+        self.name = f"kaflet-check-{uuid.uuid4().hex[:8]}"
+        self.volume = f"{self.name}-data"
+        self.port, self.metrics_port = free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def run(self) -> None:
+        env = {"KAFLET_PORT": self.port, "KAFLET_METRICS_PORT": self.metrics_port, "KAFLET_ADVERTISED_HOST": "127.0.0.1"}
+        flags = [f"--env={k}={v}" for k, v in env.items()]
+        docker("run", "-d", "--name", self.name, "--network", "host", "-v", f"{self.volume}:/var/lib/kaflet/data", *flags, IMAGE)
+
+    def health(self) -> str:
+        state = json.loads(docker("inspect", "--format", "{{json .State}}", self.name).stdout)
+        return str(state.get("Health", {}).get("Status"))
+
+    def wait_healthy(self) -> None:
+        wait_until(lambda: self.health() == "healthy", timeout=120, message=f"{self.name} to be healthy: {self.logs()}")
+
+    def logs(self) -> str:
+        done = docker("logs", "--tail", "30", self.name, check=False)
+        return done.stdout[-3000:] + done.stderr[-3000:]
+
+    def remove(self) -> None:
+        docker("rm", "-f", self.name, check=False)
+        docker("volume", "rm", "-f", self.volume, check=False)
+
+
+@pytest.fixture
+def container() -> Iterator[Container]:
+    c = Container()
+    c.run()
+    try:
+        c.wait_healthy()
+        yield c
+    finally:
+        c.remove()
+
+
+def consume(bootstrap: str, group: str, protocol: str, count: int) -> list[bytes]:
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    if protocol == "consumer":
+        config["group.protocol"] = "consumer"
+    consumer = Consumer(config)
+    consumer.subscribe(["orders"])
+    values: list[bytes] = []
+
+    def read() -> bool:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+        return len(values) >= count
+
+    try:
+        wait_until(read, timeout=60, message=f"{count} records in group {group}")
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return values
+
+
+def committed(bootstrap: str, group: str) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return [tp.offset for tp in consumer.committed([TopicPartition("orders", p) for p in range(2)], timeout=30)]
+    finally:
+        consumer.close()
+
+
+def test_produce_consume_groups_and_a_restart(container: Container) -> None:
+    admin = AdminClient({"bootstrap.servers": container.bootstrap})
+    admin.create_topics([NewTopic("orders", num_partitions=2)])["orders"].result(30)
+    producer = Producer({"bootstrap.servers": container.bootstrap, "enable.idempotence": True})
+    for i in range(10):
+        producer.produce("orders", b"order-%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    assert sorted(consume(container.bootstrap, "classic-readers", "classic", 10)) == sorted(b"order-%d" % i for i in range(10))
+    assert len(consume(container.bootstrap, "modern-readers", "consumer", 10)) == 10
+    assert committed(container.bootstrap, "classic-readers") == [5, 5]
+
+    docker("restart", container.name, timeout=180)
+    container.wait_healthy()
+    assert committed(container.bootstrap, "classic-readers") == [5, 5]
+    assert committed(container.bootstrap, "modern-readers") == [5, 5]
+    producer.produce("orders", b"after-restart", partition=0)
+    assert producer.flush(30) == 0
+    assert consume(container.bootstrap, "classic-readers", "classic", 1) == [b"after-restart"]  # resumes at its offset
+    producer.flush(1)
