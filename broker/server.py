@@ -272,7 +272,9 @@ class Broker:
                 )
             except OSError as exc:
                 if i == 0:
-                    raise
+                    from broker.network.bind import bind_error
+
+                    raise bind_error(exc, "the Kafka listener", h, port, "--port") from exc
                 log.warning("cannot listen on second loopback address", host=h, error=str(exc))
                 continue
             if i == 0:

@@ -72,7 +72,12 @@ class MetricsService:
             from broker.cluster.control import handler
 
             control = handler(self.broker)
-        self.server = await serve(host, port, self.handle, control)
+        try:
+            self.server = await serve(host, port, self.handle, control)
+        except OSError as exc:
+            from broker.network.bind import bind_error
+
+            raise bind_error(exc, "the metrics endpoint", host, port, "--metrics-port", ", or turn metrics off with --no-metrics") from exc
         sockname = self.server.sockets[0].getsockname()
         self.address = f"{'[' + host + ']' if ':' in host else host}:{sockname[1]}"
 

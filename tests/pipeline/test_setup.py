@@ -18,12 +18,15 @@ def test_the_pipeline_extra_and_package_are_declared() -> None:
     assert "pipeline*" in project["tool"]["setuptools"]["packages"]["find"]["include"]
 
 
-def test_make_test_installs_a_java_runtime_only_when_none_is_there() -> None:
+def test_make_test_installs_a_jdk_only_when_none_is_there() -> None:
+    """Spark (and Kafka 4.4, and tests/jvm) need Java 17+: `make test` -> `jvm` -> `java`, which
+    installs a JDK and Maven only where `javac` or `mvn` is missing."""
     recipe = subprocess.run(["make", "-n", "java"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "java -version" in recipe
-    assert "--no-install-recommends openjdk-17-jre-headless" in recipe
-    test_deps = subprocess.run(["make", "-n", "-p", "test"], cwd=ROOT, capture_output=True, text=True).stdout
-    assert any(line.startswith("test:") and "java" in line.split() for line in test_deps.splitlines())
+    assert "javac -version" in recipe and "command -v mvn" in recipe
+    assert "--no-install-recommends $missing" in recipe and 'missing="openjdk-17-jdk-headless"' in recipe
+    rules = subprocess.run(["make", "-n", "-p", "test"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
+    assert any(line.startswith("test:") and "jvm" in line.split() for line in rules)
+    assert any(line.startswith("jvm:") and "java" in line.split() for line in rules)
     installed = subprocess.run(["make", "-n", "-B", ".venv/.installed-test"], cwd=ROOT, capture_output=True, text=True).stdout
     assert "pipeline]" in installed
 
