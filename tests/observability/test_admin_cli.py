@@ -27,11 +27,11 @@ def assigned(consumer: Consumer) -> bool:
 OK, FAILED, USAGE, UNREACHABLE, GROUP_ACTIVE = 0, 1, 2, 3, 4
 
 
-def kaflet(bootstrap: str, *args: str, output: str = "json") -> tuple[int, Any, str]:
+def kaflet(bootstrap: str, *args: str, output: str = "json", timeout: float = 10) -> tuple[int, Any, str]:
     """(exit code, parsed JSON or the text printed, the errors) of one CLI command.
 
     In JSON mode the errors are in the document on stdout and nothing goes to stderr."""
-    cmd = [sys.executable, "-m", "broker", *args, "--bootstrap-server", bootstrap, "--output", output, "--timeout", "10"]
+    cmd = [sys.executable, "-m", "broker", *args, "--bootstrap-server", bootstrap, "--output", output, "--timeout", str(timeout)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     out: Any = done.stdout
     if output == "json":
@@ -208,7 +208,7 @@ def test_exit_codes_for_usage_and_unreachable_clusters(broker_proc: Callable[...
         timeout=60,
     )
     assert done.returncode == UNREACHABLE and "cannot reach the cluster" in done.stderr
-    code, _, err = kaflet("127.0.0.1:1", "topics", "list")  # JSON mode: the error is a document on stdout
+    code, _, err = kaflet("127.0.0.1:1", "topics", "list", timeout=1)  # JSON mode: the error is a document on stdout
     assert code == UNREACHABLE and "cannot reach the cluster" in err
 
 
