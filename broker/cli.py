@@ -37,7 +37,7 @@ class Command:
     name: str
     summary: str  # the line of `kaflet --help`
     run: str
-    parser: str
+    parser: str | None = None  # every command has one: tests/test_cli_grammar.py holds it to the grammar
 
 
 # Every command of `kaflet`, in the order `kaflet --help` shows them. A new command is one line here.
@@ -83,6 +83,8 @@ def _load(target: str) -> Any:
 
 
 def command_parser(command: Command) -> argparse.ArgumentParser:
+    if command.parser is None:  # a command added without one: its help is its own, and a test says so
+        return argparse.ArgumentParser(prog=f"kaflet {command.name}", description=command.summary)
     return _load(command.parser)()  # type: ignore[no-any-return]
 
 

@@ -11,6 +11,7 @@ needs, "# Against `kaflet serve FLAGS` on 127.0.0.1:9092", gets a broker started
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -69,9 +70,11 @@ def test_a_python_block_runs_as_written(tmp_path: Path, where: str, code: str) -
     script = tmp_path / "example.py"
     script.write_text(code)
     timeout = SPARK_TIMEOUT_S if "import pipeline" in code else TIMEOUT_S
+    # as a user runs it: without this suite's own pytest options (a pytest example would take them)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     try:
         done = subprocess.run(
-            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env
         )
     finally:
         if broker is not None:
