@@ -58,13 +58,15 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         if path.is_file():
             (src / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, src / os.fsdecode(name))
-    # Both builds at once, each into a dist/ of its own (they take half a minute each, mostly waiting).
+    # Both builds at once (they take half a minute each, mostly waiting), each from a copy of its own
+    # (setuptools builds in the source tree) into a dist/ of its own.
     builds = []
     for i, line in enumerate(line for line in installing_block() if " wheel " in line):
-        env, argv, comment = command_of(line, src)
+        (tmp / str(i)).mkdir()
+        shutil.copytree(src, tmp / str(i) / "src")
+        env, argv, comment = command_of(line, tmp / str(i) / "src")
         documented = re.search(r"dist/(kaflet-\S+\.whl)", comment)
         assert documented, f"say which wheel `{line}` builds"
-        (tmp / str(i)).mkdir()
         proc = subprocess.Popen(
             argv, cwd=tmp / str(i), env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )

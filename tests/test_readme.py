@@ -72,6 +72,8 @@ def test_a_python_block_runs_as_written(tmp_path: Path, where: str, code: str) -
     timeout = SPARK_TIMEOUT_S if "import pipeline" in code else TIMEOUT_S
     # as a user runs it: without this suite's own pytest options (a pytest example would take them)
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    if "import pipeline" in code:  # the JVM settings of the suite's own Spark session (tests/pipeline/conftest.py)
+        env["JAVA_TOOL_OPTIONS"] = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
     try:
         done = subprocess.run(
             [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env
