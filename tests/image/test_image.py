@@ -39,12 +39,18 @@ def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.C
     return done
 
 
+LABEL = "kaflet-test-image=1"  # on every container these tests start, so that none is left behind
+
+
 @pytest.fixture(scope="module", autouse=True)
-def image() -> str:
+def image() -> Iterator[str]:
     assert shutil.which("docker"), "make test-image needs the docker command and a running daemon"
     assert docker("info", check=False).returncode == 0, "make test-image needs a running Docker daemon (docker info failed)"
     assert docker("image", "inspect", IMAGE, check=False).returncode == 0, f"no image {IMAGE}: make test-image builds it"
-    return IMAGE
+    yield IMAGE
+    left = docker("ps", "-aq", "--filter", f"label={LABEL}", check=False).stdout.split()
+    if left:  # a `docker run --rm` cut short by a timeout leaves its container (and anonymous volume)
+        docker("rm", "-f", "-v", *left, check=False)
 
 
 def free_port() -> int:
@@ -54,8 +60,11 @@ def free_port() -> int:
 
 
 def test_the_image_runs_the_compiled_path_as_its_own_user() -> None:
-    assert docker("run", "--rm", IMAGE, "--version").stdout == f"kaflet {version('kaflet')} (compiled)\n"
-    assert docker("run", "--rm", "--entrypoint", "id", IMAGE).stdout.strip() == "uid=10001(kaflet) gid=10001(kaflet) groups=10001(kaflet)"
+    assert docker("run", "--rm", "--label", LABEL, IMAGE, "--version").stdout == f"kaflet {version('kaflet')} (compiled)\n"
+    assert (
+        docker("run", "--rm", "--label", LABEL, "--entrypoint", "id", IMAGE).stdout.strip()
+        == "uid=10001(kaflet) gid=10001(kaflet) groups=10001(kaflet)"
+    )
 
 
 # Run in one container (a container costs a copy of the image on daemons without copy-on-write):
@@ -74,7 +83,7 @@ def test_every_command_of_kaflet_answers_its_help_in_the_image() -> None:
     from broker.cli import COMMANDS
 
     runs = [[c.name, "--help"] for c in COMMANDS] + [["pipeline", "report", "--out", "/tmp/x"]]
-    done = docker("run", "--rm", "--entrypoint", "python", IMAGE, "-c", IN_THE_IMAGE, json.dumps(runs), timeout=300)
+    done = docker("run", "--rm", "--label", LABEL, "--entrypoint", "python", IMAGE, "-c", IN_THE_IMAGE, json.dumps(runs), timeout=300)
     results = json.loads(done.stdout)
     for command in COMMANDS:
         code, stdout, stderr = results[f"{command.name} --help"]
@@ -100,7 +109,20 @@ class Container:
     def run(self) -> None:
         env = {"KAFLET_PORT": self.port, "KAFLET_METRICS_PORT": self.metrics_port, "KAFLET_ADVERTISED_HOST": "127.0.0.1"}
         flags = [f"--env={k}={v}" for k, v in env.items()]
-        docker("run", "-d", "--name", self.name, "--network", "host", "-v", f"{self.volume}:/var/lib/kaflet/data", *flags, IMAGE)
+        docker(
+            "run",
+            "-d",
+            "--name",
+            self.name,
+            "--label",
+            LABEL,
+            "--network",
+            "host",
+            "-v",
+            f"{self.volume}:/var/lib/kaflet/data",
+            *flags,
+            IMAGE,
+        )
 
     def health(self) -> str:
         state = json.loads(docker("inspect", "--format", "{{json .State}}", self.name).stdout)
