@@ -4,17 +4,15 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-# Debian packages the tests use, and only them:
-# - kcat: tests/clients drive it as one more real client (librdkafka's command-line tool);
-# - prometheus: for its promtool, which checks that /metrics is valid exposition text
-#   (tests/observability). Debian ships promtool only inside the server's package; it is
-#   installed without recommended packages and its service is never started (see apt-deps).
-# The Go quick starts are built by `make go` with the modules from the Go module proxy.
-APT_PACKAGES := kcat prometheus
+# Debian packages the tests use, and only them (docs/tests.md lists everything make test installs):
+# - kcat: tests/clients drive it as one more real client (librdkafka's command-line tool).
+# None of them ships a service. promtool is not among them: see `promtool` below. The Go quick
+# starts are built by `make go` with the modules from the Go module proxy.
+APT_PACKAGES := kcat
 # KafkaJS tests (tests/clients/test_alter_configs_clients.py) need node and npm: apt-deps adds
 # nodejs and npm when either command is missing (a machine may have its own Node).
 
-.PHONY: run test test-fast bench fuzz lint apt-deps java jvm go clean
+.PHONY: run test test-fast test-image bench fuzz lint apt-deps promtool java jvm go clean
 
 # What the build downloads and compiles for the tests (Maven's classpaths and classes, Go
 # binaries) lives here, outside the source tree; Maven's own repository stays in ~/.m2.
@@ -81,6 +79,19 @@ apt-deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $$missing; status=$$?; \
 	  if [ -n "$$policy" ]; then $(SUDO) rm -f /usr/sbin/policy-rc.d; fi; exit $$status; fi
 
+# promtool checks that /metrics is valid exposition text and that docker/'s Prometheus config
+# loads (tests/observability). Debian ships it only inside the Prometheus server's package, whose
+# install enables prometheus.service at boot; so the package is downloaded, not installed, and
+# promtool alone (one static binary) is unpacked into the cache. A promtool on PATH is used as is.
+PROMTOOL := $(KAFLET_CACHE)/bin/promtool
+promtool:
+	@command -v promtool >/dev/null 2>&1 || [ -x $(PROMTOOL) ] || { \
+	  echo "unpacking promtool from Debian's prometheus package into $(KAFLET_CACHE)/bin (nothing installed)"; \
+	  tmp=$$(mktemp -d) && cd $$tmp && mkdir -p $(KAFLET_CACHE)/bin && \
+	  { apt-get download prometheus >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && apt-get download prometheus; }; } && \
+	  dpkg-deb -x prometheus_*.deb unpacked && install -m 755 unpacked/usr/bin/promtool $(PROMTOOL); \
+	  status=$$?; rm -rf $$tmp; exit $$status; }
+
 # A JDK 17+ and Maven: Spark (the pipeline's tests and bench) and Kafka 4.4 (the reference broker
 # of tests/differential) run on it, and tests/jvm's Java programs are compiled with it.
 java:
@@ -124,13 +135,26 @@ PURE_TESTS := tests/unit/test_commit_codec.py tests/unit/test_records.py tests/u
 	tests/conformance/test_offset_commit.py tests/conformance/test_offset_fetch.py tests/conformance/test_txn_offset_commit.py \
 	tests/api/test_offsets.py
 
-test: $(VENV)/.installed-test apt-deps jvm go
+test: $(VENV)/.installed-test apt-deps promtool jvm go
 	$(BIN)/python -m pytest -q
 	KAFLET_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(PURE_TESTS)
 
-# The quicker loop while editing: codecs, storage and the coordinator's rules (a few minutes).
+# The container image, built from docker/Dockerfile and checked against a local Docker daemon
+# (tests/image: healthy, compiled path, non-root, produce/consume, classic and KIP-848 groups,
+# records and offsets kept across `docker restart`). Not part of `make test`, which never needs a
+# daemon. Builds use the host's network (DOCKER_BUILD_FLAGS), which also serves daemons without a
+# bridge network.
+IMAGE ?= kaflet:test
+DOCKER_BUILD_FLAGS ?= --network host
+test-image: $(VENV)/.installed-test
+	@docker info >/dev/null 2>&1 || { echo >&2 "make test-image needs a running Docker daemon (docker info failed; DOCKER_HOST=$${DOCKER_HOST:-unset})"; exit 1; }
+	docker build $(DOCKER_BUILD_FLAGS) -f docker/Dockerfile -t $(IMAGE) .
+	KAFLET_TEST_IMAGE=$(IMAGE) $(BIN)/python -m pytest -q -p no:cacheprovider tests/image
+
+# The quicker loop while editing: codecs, storage and the coordinator's rules, with a fifth of the
+# assignors' hypothesis examples (KAFLET_TEST_FAST; make test runs them all).
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q tests/unit tests/conformance
+	KAFLET_TEST_FAST=1 $(BIN)/python -m pytest -q tests/unit tests/conformance
 
 bench: $(VENV)/.installed-test jvm
 	@$(COMPILE)

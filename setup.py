@@ -1,10 +1,17 @@
-"""The optional compiled fast path (protocol/_speedups.c, issue 17): built by `pip install` where
-a C compiler and Python's headers exist, silently skipped where not (kaflet then runs its
+"""The optional compiled fast path (protocol/_speedups.c): built by `pip install` where a C
+compiler and Python's headers exist, skipped with one line where not (kaflet then runs its
 pure-Python twins; protocol/compiled.py says which path is in use). Everything else about the
-package is in pyproject.toml."""
+package is in pyproject.toml.
+
+With KAFLET_PURE_PYTHON=1 in the environment nothing is compiled, so `pip wheel` builds the
+pure-Python wheel, kaflet-VERSION-py3-none-any.whl, which installs on any Python 3.11+ and
+platform; without it the wheel holds the extension and is tagged for the Python and platform that
+built it (docs/operations.md).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 import zlib
 from pathlib import Path
@@ -34,8 +41,12 @@ SOURCE = Path(__file__).parent / "protocol" / "_speedups.c"
 # built from another version of it (a `git pull` without a rebuild) and runs pure Python instead.
 DIGEST = f"{zlib.crc32(SOURCE.read_bytes()):08x}"
 
+PURE = os.environ.get("KAFLET_PURE_PYTHON", "") not in ("", "0")
+
 setup(
-    ext_modules=[
+    ext_modules=[]
+    if PURE
+    else [
         Extension(
             "protocol._speedups",
             ["protocol/_speedups.c"],

@@ -254,7 +254,7 @@ def run(ctx: Context) -> list[Row]:
                 common = ["--bootstrap-server", k.bootstrap, "--out", out, "--master", "local[2]"]
                 analytics["lag-history"].append(_command("lag-history", *common, "--once"))
                 analytics["rebalance-timeline"].append(_command("rebalance-timeline", *common, "--once"))
-                audit = ["--source", source, "--output", output, "--group", "bench-analytics"]
+                audit = ["--source-topics", source, "--output-topics", output, "--group", "bench-analytics"]
                 analytics["audit"].append(_command("audit", *common, *audit))
 
     rows: list[Row] = []

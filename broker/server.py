@@ -309,7 +309,7 @@ class Broker:
             return
         from broker.security.listeners import bind
 
-        await bind(self, port)  # every listener (--listeners), with its TLS context
+        await bind(self, port)  # every listener (--listeners), with its TLS context; a taken port named by its role
 
     def partition_check(self, topic: str, partition: int, current_epoch: int = -1) -> tuple[ErrorCode, int]:
         """(error, leader epoch) for a request on a partition sent here: FENCED_LEADER_EPOCH or

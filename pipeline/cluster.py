@@ -10,6 +10,7 @@ the venv that has kaflet serves every executor.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+DESCRIPTION = "A Spark standalone cluster on this machine (master + workers via spark-class)."
 STATE = "cluster.json"
 # Small, quick-starting daemons: they only schedule; executors do the work.
 DAEMON_JAVA_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
@@ -179,18 +181,28 @@ def _reap(pid: int) -> None:
         pass  # not our child (started by another process): nothing to reap
 
 
-def main(argv: list[str], prog: str = "kaflet pipeline cluster") -> int:
-    import argparse
+ACTIONS = ("start", "stop", "status")
 
-    p = argparse.ArgumentParser(prog=prog, description="A Spark standalone cluster on this machine (master + workers via spark-class).")
-    p.add_argument("action", choices=["start", "stop", "status"])
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`kaflet pipeline cluster ACTION [OPTIONS]`'s own arguments."""
+    p.add_argument("action", choices=ACTIONS, metavar="ACTION", help="start, stop or status")
     p.add_argument(
         "--dir", default="spark-cluster", help="where the cluster keeps its state, logs and scratch space (default ./spark-cluster)"
     )
     p.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
     p.add_argument("--cores", type=int, default=1, help="cores per worker (default 1)")
     p.add_argument("--memory", default="1g", help="memory per worker for executors (default 1g)")
-    args = p.parse_args(argv)
+
+
+def main(argv: list[str], prog: str = "kaflet pipeline cluster") -> int:
+    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    add_arguments(p)
+    return run(p.parse_args(argv), prog)
+
+
+def run(args: argparse.Namespace, prog: str) -> int:
+    """One action; exit status 0 done, 1 with one line saying why (status: 1 when a worker is not alive)."""
     try:
         if args.action == "start":
             c = start(args.dir, args.workers, args.cores, args.memory)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,10 @@ from broker import Broker, Config
 from broker.embed import BrokerProcess, BrokerThread
 from broker.node import logging as kaflet_logging
 from tests.support.raw_client import RawClient
+
+# tests/image checks a container image with a local Docker daemon: only `make test-image` runs it
+# (it sets KAFLET_TEST_IMAGE), never `make test`.
+collect_ignore = [] if os.environ.get("KAFLET_TEST_IMAGE") else ["image"]
 
 kaflet_logging.configure("json", "warning")
 

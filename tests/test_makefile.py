@@ -67,3 +67,33 @@ def test_debian_packages_come_without_recommends_and_start_no_service() -> None:
 def test_make_clean_keeps_the_data_dir() -> None:
     [line] = [ln for ln in make("-n", "clean").stdout.splitlines() if ln.startswith("rm ")]
     assert ".venv" in line.split() and "data" not in line.split()
+
+
+def make_variable(name: str) -> list[str]:
+    done = make("-n", "--eval", f"print-var: ; @echo $({name})", "print-var")
+    return done.stdout.split()
+
+
+def test_apt_deps_installs_no_package_that_ships_a_service() -> None:
+    """prometheus.service must not be left enabled at boot: Debian's prometheus package is never
+    installed (promtool is unpacked from it instead), and no package apt-deps installs ships a
+    systemd unit or an init script (checked on the packages installed here)."""
+    packages = make_variable("APT_PACKAGES")
+    assert packages and "prometheus" not in packages
+    recipe = make("-n", "apt-deps").stdout
+    assert "prometheus" not in recipe
+    for package in [*packages, "nodejs", "npm"]:
+        listed = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True)
+        if listed.returncode != 0:
+            continue  # not installed on this machine (nodejs and npm are installed only where missing)
+        units = [f for f in listed.stdout.splitlines() if "/systemd/system/" in f or f.startswith("/etc/init.d/")]
+        assert not units, f"{package} ships services: {units}"
+
+
+def test_promtool_is_unpacked_from_the_package_not_installed() -> None:
+    recipe = make("-n", "promtool", "KAFLET_CACHE=/nonexistent/kaflet-cache").stdout
+    assert "apt-get download prometheus" in recipe and "dpkg-deb -x" in recipe
+    assert "/nonexistent/kaflet-cache/bin/promtool" in recipe
+    assert "apt-get install" not in recipe and "dpkg -i" not in recipe
+    [test_rule] = [line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("test:")]
+    assert "promtool" in test_rule.split()  # make test gets it before the tests run

@@ -25,13 +25,20 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("data_dir", metavar="DATA_DIR", help="the broker's --data-dir (the broker must be stopped)")
     p.add_argument("--repair", action="store_true", help="fix what is found (the data after a corrupt batch is kept)")
-    p.add_argument("--json", action="store_true", help="one JSON object per problem and a summary object, instead of text")
+    p.add_argument(
+        "--output", choices=("text", "json"), default="text", help="text lines (default), or one JSON object per problem and a summary"
+    )
+    p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # the spelling of earlier versions: --output json
     return p
 
 
 def main(argv: list[str]) -> int:
     """`kaflet check ...` (argv[0] is "check")."""
     args = parser().parse_args(argv[1:])
+    if args.json:
+        sys.stderr.write("kaflet check: --json is deprecated; use --output json\n")
+        args.output = "json"
+    args.json = args.output == "json"
     from storage.check import check_data_dir
 
     data_dir = Path(args.data_dir)

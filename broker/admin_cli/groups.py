@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from broker.admin_cli import FAILED, GROUP_ACTIVE, OK
@@ -29,23 +31,24 @@ from broker.admin_cli.output import CommandError, Result, table
 INACTIVE_STATES = ("Empty", "Dead")
 
 
-def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    groups = sub.add_parser("groups", help="list, describe, delete groups; their lag; reset their offsets")
-    actions = groups.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = actions.add_parser("list", parents=[common], help="groups with their state and protocol type")
+def add_actions(actions: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    """The actions of `kaflet groups`: each takes its group(s) as arguments (GROUP), and `common(p)`
+    adds the options every action takes."""
+    p = actions.add_parser("list", help="groups with their state, protocol type and type")
     p.add_argument("--state", action="append", default=[], help="only groups in this state (repeatable)")
     p.set_defaults(run=list_groups)
-    p = actions.add_parser("describe", parents=[common], help="state, protocol and members of groups")
-    p.add_argument("groups", nargs="+", metavar="GROUP")
+    common(p)
+    p = actions.add_parser("describe", help="state, protocol and members of groups, with each member's assigned lag")
+    _group_arguments(p, "+")
     p.set_defaults(run=describe_groups)
-    p = actions.add_parser("delete", parents=[common], help="delete groups (they must have no members)")
-    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p = actions.add_parser("delete", help="delete groups (they must have no members)")
+    _group_arguments(p, "+")
     p.set_defaults(run=delete_groups)
-    p = actions.add_parser("lag", parents=[common], help="committed offset, log end, lag and owner per partition")
-    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p = actions.add_parser("lag", help="committed offset, log end, lag and owner per partition")
+    _group_arguments(p, "+")
     p.set_defaults(run=lag)
-    p = actions.add_parser("reset-offsets", parents=[common], help="move a group's committed offsets (dry run unless --execute)")
-    p.add_argument("--group", required=True)
+    p = actions.add_parser("reset-offsets", help="move a group's committed offsets (dry run unless --execute)")
+    _group_arguments(p, 1)
     p.add_argument("--topic", required=True, action="append", metavar="TOPIC[:P[,P...]]", help="topic, or topic:partitions (repeatable)")
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--to-earliest", action="store_true", help="the log start offset")
@@ -56,11 +59,37 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--execute", action="store_true", help="write the new offsets (default: only show them)")
     p.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
     p.set_defaults(run=reset_offsets)
-    p = actions.add_parser(
-        "rebalance", parents=[common], help="recompute a consumer group's target assignment now (bumps its group epoch; issue 13)"
-    )
-    p.add_argument("--group", required=True)
+    p = actions.add_parser("rebalance", help="kaflet only: recompute a consumer group's target assignment now (bumps its group epoch)")
+    _group_arguments(p, 1)
     p.set_defaults(run=rebalance)
+    for action in ("describe", "delete", "lag", "reset-offsets", "rebalance"):
+        common(actions.choices[action])
+
+
+USAGE_EXTRA = {"reset-offsets": " --topic TOPIC[:P,...] (--to-earliest|--to-latest|--to-offset N|--to-datetime T|--shift-by N) [--execute]"}
+
+
+def _group_arguments(p: argparse.ArgumentParser, count: int | str) -> None:
+    """GROUP as arguments; `--group G`, the spelling of earlier versions for reset-offsets and
+    rebalance (and kafka-consumer-groups.sh's), still works everywhere, with a note."""
+    p.add_argument("groups", nargs="*", metavar="GROUP", help="the group" if count == 1 else "the groups")
+    # argparse would show GROUP as optional: it is required, given as an argument (or --group, above)
+    extra = USAGE_EXTRA.get(p.prog.rsplit(" ", 1)[-1], "")
+    p.usage = f"%(prog)s {'GROUP' if count == 1 else 'GROUP [GROUP ...]'}{extra} [OPTIONS]"
+    p.add_argument("--group", action="append", default=[], dest="group_option", help=argparse.SUPPRESS)
+    p.set_defaults(check=lambda args: _resolve_groups(args, p, count))
+
+
+def _resolve_groups(args: argparse.Namespace, p: argparse.ArgumentParser, count: int | str) -> None:
+    if args.group_option:
+        sys.stderr.write(f"{p.prog}: --group is deprecated; give the group as an argument: {p.prog} {' '.join(args.group_option)}\n")
+    groups = [*args.groups, *args.group_option]
+    if not groups:
+        p.error("the following arguments are required: GROUP")
+    if count == 1 and len(groups) > 1:
+        p.error(f"one group only, got {len(groups)}: {' '.join(groups)}")
+    args.groups = groups
+    args.group = groups[0]
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -258,7 +287,7 @@ def _render_parts(parts: list[dict[str, Any]]) -> str:
 
 def _describe_consumer_group(d: Any, admin: Any) -> tuple[dict[str, Any], str]:
     """A KIP-848 group: its epochs, assignor, and each member's epoch, current and target assignment and
-    assigned lag (issue 13)."""
+    assigned lag."""
     members = [
         {
             "member_id": m.member_id,
@@ -400,6 +429,7 @@ def lag(args: argparse.Namespace, admin: Any) -> Result:
     out = []
     rows = []
     errors = []
+    notes: list[str] = []
     for group_id in args.groups:
         d = described[group_id]
         committed = _committed(admin, group_id)
@@ -435,9 +465,17 @@ def lag(args: argparse.Namespace, admin: Any) -> Result:
             entries.append(entry)
             rows.append([group_id, *entry.values()])
         total = sum(e["lag"] for e in entries if e["lag"] is not None)
-        out.append({"group": group_id, "exists": True, "state": d["group_state"], "partitions": entries, "total_lag": total})
+        entry_out = {"group": group_id, "exists": True, "state": d["group_state"], "partitions": entries, "total_lag": total}
+        if not entries:  # say why there is no row, rather than print nothing
+            entry_out["note"] = (
+                f"Consumer group '{group_id}' ({d['group_state']}) has no committed offsets and no assigned partitions: "
+                "no lag to show (deleting a topic deletes the group's offsets of it)."
+            )
+            notes.append(entry_out["note"])
+        out.append(entry_out)
     headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
-    return Result({"groups": out}, table(headers, rows), FAILED if errors else OK, errors)
+    text = "\n".join(filter(None, [table(headers, rows), *notes]))
+    return Result({"groups": out}, text, FAILED if errors else OK, errors)
 
 
 # -- reset-offsets --------------------------------------------------------------------------
@@ -549,7 +587,7 @@ def reset_offsets(args: argparse.Namespace, admin: Any) -> Result:
     return Result(data, text, FAILED if errors else OK, errors)
 
 
-# -- rebalance (issue 13) ------------------------------------------------------------------------
+# -- rebalance ------------------------------------------------------------------------
 
 
 def rebalance(args: argparse.Namespace, admin: Any) -> Result:

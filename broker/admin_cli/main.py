@@ -1,35 +1,44 @@
-"""The admin subcommands' parsers and the run loop: connect, run, print, exit code."""
+"""The admin commands' parsers and the run loop: connect, run, print, exit code.
+
+`kaflet topics|groups|transactions ACTION [ARGS] [OPTIONS]`: the options shared by every action
+(--bootstrap-server, --output, --timeout) go anywhere after the command, before or after the
+action, as every `kaflet` command takes its options (broker/cli.py).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from broker.admin_cli import FAILED, UNREACHABLE, USAGE, groups, topics, transactions
 from broker.admin_cli.output import CommandError, emit, fail
+from broker.cli import COMMANDS, shared_options
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
+# command -> the module that adds its actions: add_actions(actions, common)
+MODULES = {"topics": topics, "groups": groups, "transactions": transactions}
 
-def common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
+
+def add_common_options(parser: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
+    """The options every admin action takes; `default` is identity on the command's parser and
+    SUPPRESS on its actions', so that a value given before the action is not overwritten."""
+    bootstrap = os.environ.get("KAFLET_BOOTSTRAP_SERVER", DEFAULT_BOOTSTRAP)
+    parser.add_argument(
         "--bootstrap-server",
-        default=os.environ.get("KAFLET_BOOTSTRAP_SERVER", DEFAULT_BOOTSTRAP),
-        help=f"host:port[,host:port...] of the cluster [env KAFLET_BOOTSTRAP_SERVER; default {DEFAULT_BOOTSTRAP}]",
+        default=default(bootstrap),
+        metavar="HOST:PORT[,...]",
+        help=f"the cluster to talk to [env KAFLET_BOOTSTRAP_SERVER; default {DEFAULT_BOOTSTRAP}]",
     )
-    common.add_argument("--output", choices=("table", "json"), default="table", help="readable tables (default) or JSON for scripts")
-    common.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the cluster (default 10)")
-    return common
-
-
-def add_parsers(sub: Any) -> None:
-    common = common_options()
-    topics.add_parsers(sub, common)
-    groups.add_parsers(sub, common)
-    transactions.add_parsers(sub, common)
+    parser.add_argument(
+        "--output", choices=("table", "json"), default=default("table"), help="readable tables (default) or JSON for scripts"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=default(10.0), metavar="SECONDS", help="how long to wait for the cluster (default 10)"
+    )
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -47,12 +56,41 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
+def parser(command: str) -> argparse.ArgumentParser:
+    """The parser of `kaflet COMMAND` (topics, groups or transactions) and its actions."""
+    module = MODULES[command]
+    summary = next(c.summary for c in COMMANDS if c.name == command)
+    p = _Parser(
+        prog=f"kaflet {command}",
+        description=f"{summary[0].upper()}{summary[1:]}, over the Kafka protocol (it works against any Kafka cluster).",
+        epilog="Options go anywhere after the command. Exit status: 0 success, 1 the cluster reported an error, "
+        "2 usage, 3 cluster unreachable, 4 refused because a group has active members.",
+    )
+    shared_options(p, add_common_options, module.add_actions, parser_class=_Parser)
+    return p
+
+
+def topics_parser() -> argparse.ArgumentParser:
+    return parser("topics")
+
+
+def groups_parser() -> argparse.ArgumentParser:
+    return parser("groups")
+
+
+def transactions_parser() -> argparse.ArgumentParser:
+    return parser("transactions")
+
+
 def main(argv: list[str]) -> int:
-    """`kaflet topics ...` / `kaflet groups ...` (argv starts with the command)."""
+    """`kaflet topics ...` / `kaflet groups ...` / `kaflet transactions ...` (argv starts with the command)."""
     _Parser.json_errors = _wants_json(argv)
-    parser = _Parser(prog="kaflet", description="Admin commands over the Kafka protocol.")
-    add_parsers(parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
-    return run(parser.parse_args(argv))
+    p = parser(argv[0])
+    args = p.parse_args(argv[1:])
+    check = getattr(args, "check", None)  # an action's own checks of what argparse cannot express
+    if check is not None:
+        check(args)
+    return run(args)
 
 
 def run(args: argparse.Namespace) -> int:

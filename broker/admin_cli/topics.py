@@ -5,30 +5,33 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from typing import Any
 
 from broker.admin_cli import FAILED, OK
 from broker.admin_cli.output import CommandError, Result, table
 
 
-def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    topics = sub.add_parser("topics", help="list, describe, create and delete topics")
-    actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = actions.add_parser("list", parents=[common], help="topic names, partitions and replication")
+def add_actions(actions: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    """The actions of `kaflet topics`; `common(p)` adds the options every action takes."""
+    p = actions.add_parser("list", help="topic names, partitions and replication")
     p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__consumer_offsets, ...)")
     p.set_defaults(run=list_topics)
-    p = actions.add_parser("describe", parents=[common], help="partitions, leaders, replicas and ISR of topics")
+    common(p)
+    p = actions.add_parser("describe", help="partitions, leaders, replicas and ISR of topics, and the configs set on them")
     p.add_argument("topics", nargs="*", metavar="TOPIC", help="topics to describe (default: all)")
     p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics when describing all")
     p.set_defaults(run=describe_topics)
-    p = actions.add_parser("create", parents=[common], help="create a topic")
+    common(p)
+    p = actions.add_parser("create", help="create a topic")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--partitions", type=int, default=-1, help="partition count (default: the broker's num.partitions)")
     p.add_argument("--replication-factor", type=int, default=-1, help="replication factor (default: the broker's)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="a topic config (repeatable)")
     p.add_argument("--if-not-exists", action="store_true", help="succeed if the topic already exists")
     p.set_defaults(run=create_topic)
-    p = actions.add_parser("alter-config", parents=[common], help="change a topic's configs (IncrementalAlterConfigs)")
+    common(p)
+    p = actions.add_parser("alter-config", help="change a topic's configs (IncrementalAlterConfigs)")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set a config (repeatable)")
     p.add_argument("--delete", action="append", default=[], metavar="KEY", help="back to the default (repeatable)")
@@ -36,10 +39,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--subtract", action="append", default=[], metavar="KEY=VALUE", help="remove from a list config")
     p.add_argument("--validate-only", action="store_true", help="check the change without making it")
     p.set_defaults(run=alter_topic_config)
-    p = actions.add_parser("delete", parents=[common], help="delete topics")
+    common(p)
+    p = actions.add_parser("delete", help="delete topics")
     p.add_argument("topics", nargs="+", metavar="TOPIC")
     p.add_argument("--if-exists", action="store_true", help="succeed for topics that do not exist")
     p.set_defaults(run=delete_topics)
+    common(p)
 
 
 def _error_name(code: int) -> str:
@@ -88,17 +93,41 @@ def list_topics(args: argparse.Namespace, admin: Any) -> Result:
     return Result({"topics": rows}, text)
 
 
+def _topic_configs(admin: Any, names: list[str]) -> dict[str, dict[str, str]]:
+    """topic -> the configs set on it (DescribeConfigs; source DYNAMIC_TOPIC_CONFIG), as kafka-topics.sh
+    --describe shows them: not the broker's defaults."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    if not names:
+        return {}
+    answer = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name) for name in names])
+    out: dict[str, dict[str, str]] = {}
+    for name, configs in (answer.get("topic") or {}).items():
+        out[name] = {
+            key: entry["value"]
+            for key, entry in sorted(configs.items())
+            if isinstance(entry, dict) and entry.get("config_source") == "DYNAMIC_TOPIC_CONFIG" and entry.get("value") is not None
+        }
+    return out
+
+
 def describe_topics(args: argparse.Namespace, admin: Any) -> Result:
     topics = _summaries(admin, args.topics or None)
     if not args.topics and args.exclude_internal:
         topics = [t for t in topics if not t["internal"]]
     errors = [f"Topic '{t['name']}': {t['error']}" for t in topics if t["error"]]
+    configs = _topic_configs(admin, [t["name"] for t in topics if not t["error"]])
     blocks = []
     for t in topics:
         if t["error"]:
             continue
+        t["configs"] = configs.get(t["name"], {})
         rf = len(t["partitions"][0]["replicas"]) if t["partitions"] else 0
-        head = f"Topic: {t['name']}\tTopicId: {t['topic_id']}\tPartitionCount: {len(t['partitions'])}\tReplicationFactor: {rf}"
+        shown = ",".join(f"{k}={v}" for k, v in t["configs"].items())
+        head = (
+            f"Topic: {t['name']}\tTopicId: {t['topic_id']}\tPartitionCount: {len(t['partitions'])}\tReplicationFactor: {rf}"
+            f"\tConfigs: {shown}"
+        )
         rows = [[t["name"], p["partition"], p["leader"], p["replicas"], p["isr"]] for p in t["partitions"]]
         blocks.append(head + "\n" + table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"], rows))
     return Result({"topics": topics}, "\n\n".join(blocks), FAILED if errors else OK, errors)

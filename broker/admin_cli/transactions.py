@@ -9,23 +9,25 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import Any
 
 from broker.admin_cli import FAILED
 from broker.admin_cli.output import Result, table
 
 
-def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    txns = sub.add_parser("transactions", help="list and describe transactions")
-    actions = txns.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = actions.add_parser("list", parents=[common], help="transactional ids, their producer ids and states")
+def add_actions(actions: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    """The actions of `kaflet transactions`; `common(p)` adds the options every action takes."""
+    p = actions.add_parser("list", help="transactional ids, their producer ids and states")
     p.add_argument("--state", action="append", default=[], help="only these states (Ongoing, CompleteCommit, ...; repeatable)")
     p.add_argument("--producer-id", action="append", type=int, default=[], help="only these producer ids (repeatable)")
     p.add_argument("--duration-ms", type=int, default=-1, help="only transactions running at least this long")
     p.set_defaults(run=list_transactions)
-    p = actions.add_parser("describe", parents=[common], help="state, producer, timeout and partitions of transactions")
+    common(p)
+    p = actions.add_parser("describe", help="state, producer, timeout and partitions of transactions")
     p.add_argument("transactional_ids", nargs="+", metavar="TRANSACTIONAL_ID")
     p.set_defaults(run=describe_transactions)
+    common(p)
 
 
 def _error_name(code: int) -> str:

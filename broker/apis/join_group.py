@@ -56,7 +56,7 @@ def _protocol_set(protocols: Any) -> list[tuple[str, bytes]]:
     """A member's protocols as a set of names in the order given, each with its first metadata.
     Kafka keeps a duplicate (ImplicitLinkedHashMultiCollection) and counts it twice, so a lone
     member listing `[range, range]` supports no candidate and its group never completes the
-    join; kaflet counts each name once instead (README, "Where kaflet decides")."""
+    join; kaflet counts each name once instead (docs/decisions.md)."""
     seen: dict[str, bytes] = {}
     for p in protocols:
         if p.name not in seen:

@@ -11,32 +11,28 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
+from broker.cli import shared_options
 from broker.config import SERVE_METRICS_PORT
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="kaflet chaos",
-        description="Break a running broker on purpose (it must run with --control). APIs and errors by name or number.",
-    )
+def _options(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
+    """The options every operation takes (anywhere after `kaflet chaos`)."""
+    address = os.environ.get("KAFLET_CONTROL_ADDRESS", f"127.0.0.1:{SERVE_METRICS_PORT}")
     p.add_argument(
         "--control-address",
-        default=os.environ.get("KAFLET_CONTROL_ADDRESS", f"127.0.0.1:{SERVE_METRICS_PORT}"),
-        help=f"host:port of the broker's metrics listener (env KAFLET_CONTROL_ADDRESS; default 127.0.0.1:{SERVE_METRICS_PORT})",
+        default=default(address),
+        metavar="HOST:PORT",
+        help=f"the broker's metrics address, where --control serves the API [env KAFLET_CONTROL_ADDRESS; default 127.0.0.1:{SERVE_METRICS_PORT}]",
     )
-    p.add_argument("--node", type=int, help="in a cluster (serve --brokers N): the node to act on (default: the first)")
-    sub = p.add_subparsers(dest="op", required=True, metavar="OPERATION")
-    move = sub.add_parser("move-leader", help="move a partition's leadership (cluster only); its leader epoch bumps")
-    move.add_argument("topic")
-    move.add_argument("partition", type=int)
-    move.add_argument("--to", type=int, help="node id (default: the next node)")
-    coord = sub.add_parser("move-coordinator", help="move a group's __consumer_offsets partition (cluster only): its coordinator changes")
-    which = coord.add_mutually_exclusive_group(required=True)
-    which.add_argument("--group")
-    which.add_argument("--partition", type=int)
-    coord.add_argument("--to", type=int, help="node id (default: the next node)")
+    p.add_argument(
+        "--node", type=int, default=default(None), help="in a cluster (serve --brokers N): the node to act on (default: the first)"
+    )
+
+
+def _operations(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
     sub.add_parser("state", help="list every rule, error stack, hole, the latency and whether the broker is down")
     sub.add_parser("connections", help="list open client connections (peer, client id, hole)")
     rule = sub.add_parser("rule", help="answer matching requests with an error, a delay or a closed connection")
@@ -55,21 +51,42 @@ def parser() -> argparse.ArgumentParser:
     stack.add_argument("--client-id")
     stack.add_argument("errors", nargs="+", metavar="ERROR[:DELAY_MS]", help="NONE lets that request through")
     latency = sub.add_parser("latency", help="add MS to every response of the broker (0: none)")
-    latency.add_argument("ms", type=int)
+    latency.add_argument("ms", type=int, metavar="MS")
     remove = sub.add_parser("remove", help="remove one rule or error stack by id")
-    remove.add_argument("id", type=int)
+    remove.add_argument("id", type=int, metavar="ID")
     hole = sub.add_parser("hole", help="black-hole a client id's connections or one connection")
     who = hole.add_mutually_exclusive_group(required=True)
     who.add_argument("--client-id")
     who.add_argument("--peer", help="the client's end of one connection, host:port (see `connections`)")
     hole.add_argument("--duration-ms", type=int, help="close the hole by itself after this long (default: until restored)")
     restore = sub.add_parser("restore", help="close one black hole (by id) or all")
-    restore.add_argument("id", type=int, nargs="?")
+    restore.add_argument("id", type=int, nargs="?", metavar="ID")
     down = sub.add_parser("down", help="take the broker down")
     down.add_argument("--mode", choices=("refuse", "hang"), default="refuse", help="refuse connections, or accept and never answer")
     down.add_argument("--failover", action="store_true", help="in a cluster: move its partition leaderships and coordinators to the others")
     sub.add_parser("up", help="bring the broker back")
     sub.add_parser("clear", help="undo every rule, stack, latency and hole, and bring the broker up")
+    move = sub.add_parser("move-leader", help="move a partition's leadership (cluster only); its leader epoch bumps")
+    move.add_argument("topic", metavar="TOPIC")
+    move.add_argument("partition", type=int, metavar="PARTITION")
+    move.add_argument("--to", type=int, metavar="NODE", help="node id (default: the next node)")
+    coord = sub.add_parser("move-coordinator", help="move a group's __consumer_offsets partition (cluster only): its coordinator changes")
+    coord.add_argument("group", nargs="?", metavar="GROUP", help="the group whose coordinator moves")
+    coord.add_argument("--partition", type=int, help="or: this partition of __consumer_offsets")
+    coord.add_argument("--group", dest="group_option", help=argparse.SUPPRESS)  # the spelling of earlier versions
+    coord.add_argument("--to", type=int, metavar="NODE", help="node id (default: the next node)")
+    for name in sub.choices:
+        common(sub.choices[name])
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kaflet chaos",
+        description="Break a running broker on purpose through its control API (the broker runs with --control). "
+        "APIs and errors by name or number.",
+        epilog="Options go anywhere after the command. Exit status: 0 done, 1 refused by the broker or unreachable, 2 usage.",
+    )
+    shared_options(p, _options, _operations)
     return p
 
 
@@ -91,7 +108,7 @@ def request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 
 def _request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    op = args.op.replace("-", "_")
+    op = args.action.replace("-", "_")
     if op in ("move_leader", "move_coordinator"):
         params = {k: v for k in ("topic", "partition", "group") if (v := getattr(args, k, None)) is not None}
         if args.to is not None:
@@ -122,12 +139,26 @@ def _request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     return op, {}
 
 
+def _check(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
+    """move-coordinator: GROUP or --partition (and `--group G` of earlier versions, with a note)."""
+    if args.action != "move-coordinator":
+        return
+    if args.group_option is not None:
+        sys.stderr.write(f"kaflet chaos move-coordinator: --group is deprecated; give the group as an argument: {args.group_option}\n")
+        if args.group is not None:
+            p.error("move-coordinator: the group twice (GROUP and --group)")
+        args.group = args.group_option
+    if (args.group is None) == (args.partition is None):
+        p.error("move-coordinator: give a GROUP or --partition P (one of them)")
+
+
 def main(argv: list[str]) -> int:
-    """`kaflet chaos OPERATION [ARGS]` (argv[0] is "chaos")."""
+    """`kaflet chaos OPERATION [ARGS] [OPTIONS]` (argv[0] is "chaos")."""
     from broker.cluster.control import ControlClient, ControlError
 
     p = parser()
     args = p.parse_args(argv[1:])
+    _check(args, p)
     try:
         op, params = request_of(args)
     except argparse.ArgumentTypeError as exc:
@@ -135,7 +166,7 @@ def main(argv: list[str]) -> int:
     try:
         result = ControlClient(args.control_address).apply(op, params)
     except ControlError as exc:
-        sys.stderr.write(f"kaflet chaos {args.op}: {exc}\n")
+        sys.stderr.write(f"kaflet chaos {args.action}: {exc}\n")
         return 1
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
     return 0

@@ -88,12 +88,21 @@ class ControlClient:
         except urllib.error.HTTPError as exc:
             text = exc.read().decode(errors="replace")
             try:
-                message = json.loads(text).get("error", text)
+                answer = json.loads(text)
             except ValueError:
-                message = text.strip() or exc.reason
-            raise ControlError(f"{exc.code}: {message}") from None
+                answer = None
+            if isinstance(answer, dict) and "error" in answer:
+                raise ControlError(str(answer["error"])) from None
+            # Not kaflet's JSON: another server, or a kaflet that does not say why.
+            raise ControlError(
+                f"no control API at {self.base} (HTTP {exc.code} {exc.reason}): is that the broker's metrics address "
+                "(--metrics-host/--metrics-port), and does the broker run with --control?"
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
-            raise ControlError(f"cannot reach the control API at {self.base}: {getattr(exc, 'reason', exc)}") from None
+            raise ControlError(
+                f"cannot reach the control API at {self.base}: {getattr(exc, 'reason', exc)} "
+                "(is the broker running, and is that its metrics address? --control-address sets it)"
+            ) from None
 
     def apply(self, op: str, params: dict[str, Any] | None = None) -> Any:
         if op == "state":

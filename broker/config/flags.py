@@ -20,7 +20,7 @@ MIB = 1024 * 1024
 
 # Kafka's own value of every field whose kaflet default differs, for development's sake
 # (field name -> Kafka's value). `--kafka-defaults` restores each entry not set explicitly.
-# Add yours where you change a default; README's "Where kaflet decides" says why each differs.
+# Add yours where you change a default; docs/decisions.md says why each differs.
 KAFKA_DEFAULTS: dict[str, Any] = {
     # Kafka waits 3 s for more members before the first generation of a new group; kaflet
     # answers at once, so a lone test consumer is assigned in milliseconds.

@@ -26,6 +26,9 @@ Handler = Callable[[str], Response]
 # (method, path, body) -> a coroutine giving the response (the chaos control API).
 ControlHandler = Callable[[str, str, bytes], Awaitable[Response]]
 CONTROL_PREFIX = "/control"
+CONTROL_OFF = (
+    b'{"error": "the control API is off on this broker: start it with `kaflet serve --control` (or KAFLET_CONTROL=true)", "control": false}'
+)
 MAX_BODY = 64 * 1024
 
 MAX_HEAD = 16 * 1024
@@ -110,8 +113,11 @@ class HttpConnection(asyncio.Protocol):
             return
         method, target, _version = parts
         path = target.split("?", 1)[0]
-        if self.control is not None and (path == CONTROL_PREFIX or path.startswith(CONTROL_PREFIX + "/")) and method != "HEAD":
-            self._control(method, path, end)
+        if (path == CONTROL_PREFIX or path.startswith(CONTROL_PREFIX + "/")) and method != "HEAD":
+            if self.control is None:  # say so, rather than a bare 404: `kaflet chaos` prints it
+                self._send(404, "application/json", CONTROL_OFF, head_only=False)
+            else:
+                self._control(method, path, end)
             return
         if method not in ("GET", "HEAD"):
             self._send(405, "text/plain; charset=utf-8", b"only GET and HEAD\n", head_only=False, extra="Allow: GET, HEAD\r\n")

@@ -77,7 +77,12 @@ class MetricsService:
 
         checks = ControlGuard(host, self.config.control_token) if control is not None else None
         self.guard = Guard(self.config.metrics_max_connections, checks)
-        self.server = await serve(host, port, self.handle, control, self.guard)
+        try:
+            self.server = await serve(host, port, self.handle, control, self.guard)
+        except OSError as exc:
+            from broker.network.bind import bind_error
+
+            raise bind_error(exc, "the metrics endpoint", host, port, "--metrics-port", ", or turn metrics off with --no-metrics") from exc
         sockname = self.server.sockets[0].getsockname()
         if checks is not None:
             checks.port = sockname[1]

@@ -235,7 +235,7 @@ async def bind(broker: ListeningNode, port: int | None = None) -> None:
                 )
             except OSError as exc:
                 if i == 0:
-                    raise
+                    raise _bind_error(exc, broker.config, listener, h, wanted) from exc
                 log.warning("cannot listen on second loopback address", host=h, error=str(exc))
                 continue
             if i == 0:
@@ -246,6 +246,22 @@ async def bind(broker: ListeningNode, port: int | None = None) -> None:
         if index == 0:
             broker.bound_port = wanted
             broker.bound_hosts = list(listener.bound_hosts)
+
+
+def _bind_error(exc: OSError, config: Config, listener: Listener, host: str, port: int) -> OSError:
+    """The user's sentence for a listener that cannot bind: its role, and the flag that moves it."""
+    from broker.network.bind import bind_error
+
+    if not config.listeners:  # the one listener of --host/--port
+        return bind_error(exc, "the Kafka listener", host, port, "--port")
+    return bind_error(
+        exc,
+        f"the listener {listener.name}",
+        host,
+        port,
+        "--listeners",
+        choose=f"give {listener.name} another port in --listeners ({listener.name}://HOST:0 for a free one)",
+    )
 
 
 def with_bound(listeners: list[Listener]) -> list[Listener]:

@@ -4,9 +4,10 @@
     rebalance-timeline  every generation of every group (streaming; --once: what is there)
     audit               lost and duplicated records of a consume-transform-produce pipeline (batch)
     report              one HTML page with plots and tables from the Parquet outputs
-    cluster start|stop  a Spark standalone cluster on this machine (pipeline/cluster.py)
+    cluster start|stop|status  a Spark standalone cluster on this machine (pipeline/cluster.py)
 
-Every command writes under `--out DIR`; `report` reads there. Nothing reads the broker's disk,
+Options go anywhere after `pipeline`, before or after the command (broker/cli.py's grammar).
+Every analytics command writes under `--out DIR`; `report` reads there. Nothing reads the broker's disk,
 only its wire, so `--master` can be any Spark master (local[*] by default), and `--connector`
 either data source: the kaflet source or Spark's own Kafka connector.
 
@@ -17,8 +18,11 @@ Exit status: 0 done (one line says what was written), 1 the command failed (one 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
+
+from pipeline import cluster
 
 COMMANDS = {
     "lag-history": "every offset commit with the lag in records and seconds at that moment (streaming)",
@@ -38,42 +42,87 @@ def _client_config(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def _options(p: argparse.ArgumentParser, suppress: bool) -> None:
+    """The options of every command, taken anywhere after `kaflet pipeline` (before or after the
+    command): on the top parser with their defaults, on each command's with SUPPRESS, so that a
+    value given first is not overwritten by the command's default."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    p.add_argument("--out", default=default(None), help="directory of the Parquet tables (and the report); required")
+    p.add_argument(
+        "--bootstrap-server",
+        default=default(os.environ.get("KAFLET_BOOTSTRAP_SERVER", DEFAULT_BOOTSTRAP)),
+        metavar="HOST:PORT[,...]",
+        help=f"kaflet or Kafka [env KAFLET_BOOTSTRAP_SERVER; default {DEFAULT_BOOTSTRAP}]",
+    )
+    p.add_argument("--master", default=default("local[*]"), help="Spark master (default local[*])")
+    p.add_argument(
+        "--client-config",
+        action="append",
+        default=default([]),
+        metavar="KEY=VALUE",
+        help="a Kafka client setting for every client, in the Java client's name or librdkafka's (repeatable)",
+    )
+    p.add_argument(
+        "--connector",
+        choices=["kaflet", "kafka"],
+        default=default("kaflet"),
+        help="the data source that reads the topics: kaflet's (default) or Spark's own Kafka connector",
+    )
+
+
 def parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Consumer-group analytics on Spark, over the Kafka protocol.")
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Consumer-group analytics on Spark, over the Kafka protocol.",
+        epilog="Options go anywhere after the command. `report` reads --out only; `cluster` its own options only.",
+    )
+    _options(p, suppress=False)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, text in COMMANDS.items():
         c = sub.add_parser(name, help=text, description=text)
-        c.add_argument("--out", required=True, help="directory of the Parquet tables (and the report)")
-        if name == "report":
-            continue
-        c.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT...] of kaflet or Kafka")
-        c.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-        c.add_argument(
-            "--client-config",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="a Kafka client setting for every client, in the Java client's name or librdkafka's (repeatable)",
-        )
-        c.add_argument(
-            "--connector",
-            choices=["kaflet", "kafka"],
-            default="kaflet",
-            help="the data source that reads the topics: kaflet's (default) or Spark's own Kafka connector",
-        )
+        _options(c, suppress=True)
         if name in ("lag-history", "rebalance-timeline"):
             c.add_argument("--once", action="store_true", help="process what is there and exit (Spark's availableNow trigger)")
             c.add_argument("--interval", type=float, default=10.0, help="seconds between micro-batches when running (default 10)")
             c.add_argument("--checkpoint", help="checkpoint directory (default OUT/_checkpoints)")
         if name == "audit":
-            c.add_argument("--source", required=True, help="the pipeline's input topics, comma-separated")
-            c.add_argument("--output", required=True, help="the pipeline's output topics, comma-separated")
+            c.add_argument("--source-topics", metavar="TOPICS", help="the pipeline's input topics, comma-separated (required)")
+            c.add_argument("--output-topics", metavar="TOPICS", help="the pipeline's output topics, comma-separated (required)")
+            c.add_argument("--source", dest="source_option", help=argparse.SUPPRESS)  # the spellings of earlier versions
+            c.add_argument("--output", dest="output_option", help=argparse.SUPPRESS)
             c.add_argument(
                 "--group", help="the pipeline's consumer group: bounds 'lost' by its commits, attributes duplicates to generations"
             )
-    # Listed for --help; `main` hands `cluster ...` to pipeline.cluster before parsing.
-    sub.add_parser("cluster", help="start|stop|status a Spark standalone cluster on this machine (master + workers via spark-class)")
+    text = "start, stop or check a Spark standalone cluster on this machine (master + workers via spark-class)"
+    c = sub.add_parser("cluster", help=text, description=text)
+    _options(c, suppress=True)
+    cluster.add_arguments(c)
     return p
+
+
+def kaflet_parser() -> argparse.ArgumentParser:
+    return parser("kaflet pipeline")
+
+
+def _check(p: argparse.ArgumentParser, args: argparse.Namespace, prog: str) -> None:
+    if args.out is None:
+        p.error("the following arguments are required: --out")
+    if args.command != "audit":
+        return
+    for old, new in (("source", "source_topics"), ("output", "output_topics")):
+        given = getattr(args, f"{old}_option")
+        if given is not None:
+            print(f"{prog} audit: --{old} is deprecated; use --{new.replace('_', '-')}", file=sys.stderr)
+            if getattr(args, new) is None:
+                setattr(args, new, given)
+        if getattr(args, new) is None:
+            p.error(f"audit: the following arguments are required: --{new.replace('_', '-')}")
 
 
 def kaflet_main(argv: list[str]) -> int:
@@ -124,19 +173,18 @@ def _run(spark: Any, opts: Any, args: argparse.Namespace) -> None:
         from pipeline.analytics.audit import run_audit
 
         split = lambda s: [t.strip() for t in s.split(",") if t.strip()]  # noqa: E731
-        frames = run_audit(spark, opts, split(args.source), split(args.output), args.group)
+        frames = run_audit(spark, opts, split(args.source_topics), split(args.output_topics), args.group)
         totals = frames["audit_by_partition"].groupBy().sum("lost", "duplicated", "extra_copies").collect()[0]
         print(f"audit: {totals[0] or 0} lost, {totals[1] or 0} duplicated ({totals[2] or 0} extra copies); tables audit_* in {args.out}")
 
 
 def main(argv: list[str] | None = None, spark: Any = None, prog: str = "python -m pipeline") -> int:
     """Run one command; `spark` (an existing session) is used as is and left running."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["cluster"]:
-        from pipeline.cluster import main as cluster_main
-
-        return cluster_main(argv[1:], prog=f"{prog} cluster")
-    args = parser(prog).parse_args(argv)
+    p = parser(prog)
+    args = p.parse_args(argv)
+    if args.command == "cluster":
+        return cluster.run(args, prog=f"{prog} cluster")
+    _check(p, args, prog)
     if args.command == "report":
         why = _missing_extra(("pyarrow", "matplotlib"))
         if why:

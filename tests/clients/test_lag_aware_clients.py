@@ -160,7 +160,7 @@ def test_kaflet_groups_rebalance_moves_the_consumers_to_the_new_balance_and_ever
     assert {m["member_id"]: m["assigned_lag"] for m in described["groups"][0]["members"]} == held
     series = scrape(bt.metrics_address).series("kaflet_consumergroup_member_assigned_lag", group=GROUP)
     assert {dict(labels)["member"]: value for labels, value in series.items()} == held
-    assert kaflet(bt.bootstrap, "groups", "rebalance", "--group", GROUP)["rebalanced"] is True
+    assert kaflet(bt.bootstrap, "groups", "rebalance", GROUP)["rebalanced"] is True
     wait_until(lambda: epochs()[1:] == (epoch + 1, epoch + 1), timeout=30, message="the target for the new group epoch")
     for m in members:
         m.send("resume")
@@ -176,7 +176,6 @@ def test_kaflet_groups_rebalance_moves_the_consumers_to_the_new_balance_and_ever
             "broker",
             "groups",
             "rebalance",
-            "--group",
             "nobody",
             "--bootstrap-server",
             bt.bootstrap,

@@ -1,12 +1,12 @@
-"""README's quick starts for clients that are not Python, run as written against a broker process:
-KafkaJS (installed from npm into a temporary directory), the Java client (docs/examples/java,
-compiled by `make jvm`), franz-go and Sarama (docs/examples/go/*, built by `make go` with the
-modules their go.sum pins).
+"""The quick starts for clients that are not Python, run as written against a broker process:
+README's KafkaJS one (installed from npm into a temporary directory), and docs/clients.md's Java
+client (docs/examples/java, compiled by `make jvm`), franz-go and Sarama (docs/examples/go/*,
+built by `make go` with the modules their go.sum pins).
 
 Each quick start produces to `greetings`, reads the record in the group `readers` and commits;
 the test checks the printed value and then the group's committed offset with `kaflet groups lag`.
-The Java and Go quick starts are files, and README shows each file whole (checked here), so the
-code a reader copies is the code that ran.
+The Java and Go quick starts are files, and docs/clients.md shows each file whole (checked here),
+so the code a reader copies is the code that ran.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from tests.support.jvm import JvmUnavailable, cache_dir, classpath, java_binary
 from tests.test_readme import README, ROOT, SERVE_ADDRESS
 
 EXAMPLES = ROOT / "docs" / "examples"
-# Each quick start file, and the language of the README block that shows it whole.
+CLIENTS = ROOT / "docs" / "clients.md"
+# Each quick start file, and the language of the docs/clients.md block that shows it whole.
 SHOWN = {
     "java/src/main/java/QuickStart.java": "java",
     "go/franz/main.go": "go",
@@ -73,9 +74,10 @@ def test_kafkajs_quick_start(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", sorted(SHOWN))
-def test_readme_shows_the_quick_start_file_whole(path: str) -> None:
+def test_the_clients_page_shows_the_quick_start_file_whole(path: str) -> None:
     code = (EXAMPLES / path).read_text()
-    assert f"```{SHOWN[path]}\n{code}```\n" in README.read_text(), f"README's {SHOWN[path]} block differs from docs/examples/{path}"
+    shown = CLIENTS.read_text()
+    assert f"```{SHOWN[path]}\n{code}```\n" in shown, f"docs/clients.md's {SHOWN[path]} block differs from docs/examples/{path}"
 
 
 def run_built(tmp_path: Path, cmd: list[str]) -> None:

@@ -43,14 +43,15 @@ def connects(bootstrap: str) -> bool:
         return False
 
 
-def test_control_is_off_unless_asked() -> None:
+def test_control_is_off_unless_asked_and_says_so() -> None:
+    off = "the control API is off on this broker: start it with `kaflet serve --control` (or KAFLET_CONTROL=true)"
     with Broker.in_thread() as b:
         assert b.metrics_address is not None
-        status, _ = http(b.metrics_address, "POST", "/control/latency", b'{"ms": 5}')
-        assert status == 405  # the metrics endpoint serves GET and HEAD only
-        status, _ = http(b.metrics_address, "GET", "/control")
-        assert status == 404
+        assert http(b.metrics_address, "POST", "/control/latency", b'{"ms": 5}') == (404, {"error": off, "control": False})
+        assert http(b.metrics_address, "GET", "/control") == (404, {"error": off, "control": False})
         assert b.run(lambda broker: broker.faults.latency_ms) == 0
+        done = kaflet_chaos(b.metrics_address, "state")
+        assert (done.returncode, done.stderr) == (1, f"kaflet chaos state: {off}\n")
     with pytest.raises(ConfigError, match="--control"):
         Config(control=True, metrics=False).validate()
 
@@ -117,7 +118,7 @@ def test_kaflet_serve_brokers_3_and_chaos_moves() -> None:
     with Broker.in_subprocess("--brokers", "3", "--control", "--offsets-partitions", "6") as b:
         assert b.bootstrap.count(",") == 2 and all(connects(one) for one in b.bootstrap.split(","))
         assert b.metrics is not None
-        done = kaflet_chaos(b.metrics, "move-coordinator", "--group", "g", "--to", "2")
+        done = kaflet_chaos(b.metrics, "move-coordinator", "g", "--to", "2")
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["leader"] == 2
         refused = kaflet_chaos(b.metrics, "move-leader", "no-such-topic", "0")
@@ -129,3 +130,19 @@ def test_kaflet_serve_brokers_3_and_chaos_moves() -> None:
         assert state["nodes"]["3"]["down"] == "refuse" and state["nodes"]["1"]["down"] is None
         assert kaflet_chaos(b.metrics, "clear").returncode == 0
         assert connects(third)
+
+
+def test_an_address_that_is_not_a_control_api_is_named_as_such() -> None:
+    """A 404 without kaflet's JSON (another HTTP server at --control-address) says what to check."""
+    import http.server
+    import threading
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)  # answers 501 to everything
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(ControlError, match=r"no control API at http://127\.0\.0\.1:\d+ \(HTTP 501 .*\): is that the broker's metrics"):
+            ControlClient(address).apply("state")
+    finally:
+        server.shutdown()
+        server.server_close()

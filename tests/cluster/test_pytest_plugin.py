@@ -3,6 +3,7 @@ with confluent-kafka, kafka-python and aiokafka; and what a failing test prints.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -161,3 +162,46 @@ def test_kafka_python_with_the_session_cluster(kaflet_cluster_session: KafletClu
     message = next(consumer)
     consumer.close()
     assert (message.offset, message.value) == (0, b"v")
+
+
+def test_a_users_suite_sees_no_warning_that_kaflet_causes(pytester: pytest.Pytester) -> None:
+    """A project of a user's, with each fixture and each client: no warning at all. pytest-asyncio
+    asks every project to choose its fixtures' loop scope; docs/testing.md says so."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+        from aiokafka import AIOKafkaProducer
+        from confluent_kafka import Producer
+        from kafka import KafkaProducer
+
+        def test_confluent_kafka(kaflet_broker):
+            producer = Producer({"bootstrap.servers": kaflet_broker.bootstrap})
+            producer.produce("orders", b"one")
+            assert producer.flush(10) == 0
+
+        def test_kafka_python(kaflet_broker_session):
+            producer = KafkaProducer(bootstrap_servers=kaflet_broker_session.bootstrap)
+            producer.send("orders", b"two").get(timeout=10)
+            producer.close()
+
+        @pytest.mark.asyncio
+        async def test_aiokafka(kaflet_broker):
+            producer = AIOKafkaProducer(bootstrap_servers=kaflet_broker.bootstrap)
+            await producer.start()
+            try:
+                await producer.send_and_wait("orders", b"three")
+            finally:
+                await producer.stop()
+
+        def test_cluster(kaflet_cluster):
+            producer = Producer({"bootstrap.servers": kaflet_cluster.bootstrap})
+            producer.produce("orders", b"four")
+            assert producer.flush(10) == 0
+            kaflet_cluster.chaos.move_leader("orders", 0)
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    output = result.stdout.str() + result.stderr.str()
+    assert not re.search(r"Warning\b|warnings summary|\d+ warnings?\b", output), output

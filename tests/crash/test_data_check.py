@@ -78,8 +78,10 @@ async def test_check_finds_and_repairs_a_flipped_byte_in_a_closed_segment(make_c
     repaired = _check(data_dir, "--repair")
     assert repaired.returncode == 1, repaired.stdout + repaired.stderr
     assert "(repaired)" in repaired.stdout
-    again = _check(data_dir, "--json")
+    again = _check(data_dir, "--output", "json")
     assert again.returncode == 0 and '"problems": 0' in again.stdout
+    earlier = _check(data_dir, "--json")  # the spelling of earlier versions, with a note
+    assert earlier.returncode == 0 and '"problems": 0' in earlier.stdout and "use --output json" in earlier.stderr
     assert await _offsets(config) == [o for o in before if o != 2]
 
 

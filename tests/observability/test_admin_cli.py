@@ -27,11 +27,11 @@ def assigned(consumer: Consumer) -> bool:
 OK, FAILED, USAGE, UNREACHABLE, GROUP_ACTIVE = 0, 1, 2, 3, 4
 
 
-def kaflet(bootstrap: str, *args: str, output: str = "json") -> tuple[int, Any, str]:
+def kaflet(bootstrap: str, *args: str, output: str = "json", timeout: float = 10) -> tuple[int, Any, str]:
     """(exit code, parsed JSON or the text printed, the errors) of one CLI command.
 
     In JSON mode the errors are in the document on stdout and nothing goes to stderr."""
-    cmd = [sys.executable, "-m", "broker", *args, "--bootstrap-server", bootstrap, "--output", output, "--timeout", "10"]
+    cmd = [sys.executable, "-m", "broker", *args, "--bootstrap-server", bootstrap, "--output", output, "--timeout", str(timeout)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     out: Any = done.stdout
     if output == "json":
@@ -88,6 +88,11 @@ def test_topics_create_list_describe_delete(broker_proc: Callable[..., BrokerPro
     [orders] = out["topics"]
     assert code == OK and orders["error"] is None
     assert orders["partitions"] == [{"partition": p, "leader": 1, "replicas": [1], "isr": [1]} for p in range(3)]
+    assert orders["configs"] == {"retention.ms": "60000"}  # set at creation; the broker's defaults are not shown
+    # what alter-config sets, describe shows, as kafka-topics.sh --describe does
+    assert kaflet(bs, "topics", "alter-config", "orders", "--set", "cleanup.policy=compact")[0] == OK
+    code, text, _ = kaflet(bs, "topics", "describe", "orders", output="table")
+    assert code == OK and text.splitlines()[0].endswith("\tConfigs: cleanup.policy=compact,retention.ms=60000")
     code, out, err = kaflet(bs, "topics", "describe", "missing")
     assert code == FAILED and out["topics"][0]["error"] == "UNKNOWN_TOPIC_OR_PARTITION" and "missing" in err
     code, out, _ = kaflet(bs, "topics", "delete", "orders", "missing")
@@ -154,14 +159,14 @@ def test_reset_offsets_moves_what_a_consumer_reads_next(broker_proc: Callable[..
     member.commit(offsets=[TopicPartition("stream", 0, 8)], asynchronous=False)
     try:
         # Refused while the group has a member, with kafka-consumer-groups.sh's message.
-        code, out, err = kaflet(bs, "groups", "reset-offsets", "--group", "resetters", "--topic", "stream", "--to-earliest", "--execute")
+        code, out, err = kaflet(bs, "groups", "reset-offsets", "resetters", "--topic", "stream", "--to-earliest", "--execute")
         assert code == GROUP_ACTIVE and out == ""
         assert "Assignments can only be reset if the group 'resetters' is inactive, but the current state is Stable." in err
     finally:
         member.close()
 
     def reset(*how: str) -> dict[str, Any]:
-        code, out, err = kaflet(bs, "groups", "reset-offsets", "--group", "resetters", "--topic", "stream", *how)
+        code, out, err = kaflet(bs, "groups", "reset-offsets", "resetters", "--topic", "stream", *how)
         assert code == OK, err
         return out
 
@@ -190,11 +195,11 @@ def test_reset_offsets_moves_what_a_consumer_reads_next(broker_proc: Callable[..
 
 def test_exit_codes_for_usage_and_unreachable_clusters(broker_proc: Callable[..., BrokerProcess]) -> None:
     bs = broker_proc().bootstrap
-    code, _, err = kaflet(bs, "groups", "reset-offsets", "--group", "g", "--topic", "t")  # no --to-...
+    code, _, err = kaflet(bs, "groups", "reset-offsets", "g", "--topic", "t")  # no --to-...
     assert code == USAGE and "one of the arguments" in err
-    code, _, err = kaflet(bs, "groups", "reset-offsets", "--group", "g", "--topic", "t", "--to-datetime", "yesterday")
+    code, _, err = kaflet(bs, "groups", "reset-offsets", "g", "--topic", "t", "--to-datetime", "yesterday")
     assert code == USAGE and "ISO-8601" in err
-    code, _, err = kaflet(bs, "groups", "reset-offsets", "--group", "g", "--topic", "absent", "--to-earliest")
+    code, _, err = kaflet(bs, "groups", "reset-offsets", "g", "--topic", "absent", "--to-earliest")
     assert code == FAILED and "Topic 'absent' does not exist." in err
     done = subprocess.run(
         [sys.executable, "-m", "broker", "topics", "list", "--bootstrap-server", "127.0.0.1:1", "--timeout", "1"],
@@ -203,7 +208,7 @@ def test_exit_codes_for_usage_and_unreachable_clusters(broker_proc: Callable[...
         timeout=60,
     )
     assert done.returncode == UNREACHABLE and "cannot reach the cluster" in done.stderr
-    code, _, err = kaflet("127.0.0.1:1", "topics", "list")  # JSON mode: the error is a document on stdout
+    code, _, err = kaflet("127.0.0.1:1", "topics", "list", timeout=1)  # JSON mode: the error is a document on stdout
     assert code == UNREACHABLE and "cannot reach the cluster" in err
 
 
@@ -217,7 +222,7 @@ def test_errors_in_json_mode_are_json_and_tables_print_no_header_before_an_error
     assert code == OK and out["errors"] == []
     # a usage error in JSON mode: a document on stdout, exit 2 as in table mode
     done = subprocess.run(
-        [sys.executable, "-m", "broker", "groups", "reset-offsets", "--group", "g", "--output", "json", "--bootstrap-server", bs],
+        [sys.executable, "-m", "broker", "groups", "reset-offsets", "g", "--output", "json", "--bootstrap-server", bs],
         capture_output=True,
         text=True,
         timeout=60,
@@ -276,7 +281,31 @@ def test_groups_lag_and_reset_offsets_see_consumer_protocol_members(broker_proc:
         [lag] = out["groups"]
         assert code == OK and lag["state"] == "Stable" and lag["total_lag"] == 1
         assert {(p["partition"], p["member_id"]) for p in lag["partitions"]} == {(0, member.memberid()), (1, member.memberid())}
-        code, _, err = kaflet(bs, "groups", "reset-offsets", "--group", "lag-848", "--topic", "kip848-lag", "--to-earliest", "--execute")
+        code, _, err = kaflet(bs, "groups", "reset-offsets", "lag-848", "--topic", "kip848-lag", "--to-earliest", "--execute")
         assert code == GROUP_ACTIVE and "inactive" in err
     finally:
         member.close()
+
+
+def test_groups_lag_of_a_group_whose_topic_was_deleted_says_why_it_shows_nothing(broker_proc: Callable[..., BrokerProcess]) -> None:
+    bs = broker_proc().bootstrap
+    producer = Producer({"bootstrap.servers": bs})
+    producer.produce("doomed", b"x")
+    assert producer.flush(10) == 0
+    c = consumer(bs, "orphans")
+    c.subscribe(["doomed"])
+    try:
+        wait_until(lambda: (m := c.poll(0.2)) is not None and not m.error(), timeout=30, message="a record")
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    assert kaflet(bs, "groups", "lag", "orphans")[1]["groups"][0]["partitions"][0]["committed"] == 1
+    assert kaflet(bs, "topics", "delete", "doomed")[0] == OK  # its offsets go with it (OR-5)
+    code, text, err = kaflet(bs, "groups", "lag", "orphans", output="table")
+    assert (code, err) == (OK, "")
+    assert text.strip() == (
+        "Consumer group 'orphans' (Empty) has no committed offsets and no assigned partitions: "
+        "no lag to show (deleting a topic deletes the group's offsets of it)."
+    )
+    code, out, _ = kaflet(bs, "groups", "lag", "orphans")
+    assert code == OK and out["groups"][0]["partitions"] == [] and "no lag to show" in out["groups"][0]["note"]

@@ -108,7 +108,11 @@ def test_a_taken_metrics_port_stops_start_up_with_a_clear_error(broker_proc: Cal
             bp.start(timeout=20)
         assert bp.proc is not None and bp.proc.wait(10) == 1
         [error] = [r for r in bp.records if r.get("level") == "error"]
-        assert error["event"] == "cannot start" and "address already in use" in error["reason"].lower()
+        assert error["event"] == "cannot start" and "Errno" not in error["reason"]
+        assert error["reason"] == (
+            f"the metrics endpoint cannot listen on 127.0.0.1:{port}: the port is already in use (another kaflet or Kafka?); "
+            "choose another with --metrics-port PORT, or --metrics-port 0 for a free one, or turn metrics off with --no-metrics"
+        )
         assert not (tmp_path / "data").exists()  # refused before the data dir was touched
 
 

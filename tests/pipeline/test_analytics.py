@@ -143,9 +143,9 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worl
                 broker.bootstrap,
                 "--out",
                 str(out_for(out, connector)),
-                "--source",
+                "--source-topics",
                 SOURCE,
-                "--output",
+                "--output-topics",
                 OUTPUT,
                 "--group",
                 GROUP,
@@ -407,11 +407,11 @@ def test_each_command_says_what_it_wrote(world: World) -> None:
 
 
 def test_a_misspelt_topic_or_group_is_an_error_not_a_clean_audit(spark: Any, world: World, tmp_path: Path, capsys: Any) -> None:
-    base = ["audit", "--bootstrap-server", world.broker.bootstrap, "--out", str(tmp_path), "--output", OUTPUT]
-    assert main([*base, "--source", "ordres"], spark=spark) == 1
+    base = ["audit", "--bootstrap-server", world.broker.bootstrap, "--out", str(tmp_path), "--output-topics", OUTPUT]
+    assert main([*base, "--source-topics", "ordres"], spark=spark) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"python -m pipeline audit: no topic 'ordres' on {world.broker.bootstrap}"]
-    assert main([*base, "--source", SOURCE, "--group", "enricherr"], spark=spark) == 1
+    assert main([*base, "--source-topics", SOURCE, "--group", "enricherr"], spark=spark) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"python -m pipeline audit: group 'enricherr' has no committed offsets on {world.broker.bootstrap} (is the name right?)"]
     assert not (tmp_path / "audit_lost").exists()

@@ -4,6 +4,7 @@ tests/support/acl_scenario.py, compared with Kafka 4.4 in tests/differential).""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from kafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
 
 from broker import Broker, Config
+from broker.embed.thread import BrokerThread
 from broker.security.acls import Acl, AclFilter
 from broker.security.authorizer import StandardAuthorizer
 from broker.security.principal import KafkaPrincipal
@@ -164,23 +166,46 @@ async def test_acl_apis_without_an_authorizer(broker: Broker, raw: Callable[...,
     assert [(r.error_code, r.error_message) for r in made.results] == [(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")]
 
 
-@pytest.fixture
-async def acl_broker(make_config: Callable[..., Config]) -> Any:
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The ACL scenario's answers from kaflet, once for the module; tests/differential shows Kafka
+    4.4 gives the same."""
     users = ",".join(f"{u}:{p}" for u, p in s.USERS.items())
-    config = make_config(listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_plain_users=users, authorizer="standard", super_users="User:admin")
-    async with Broker(config) as b:
-        yield b
+    config = Config(
+        port=0, data_dir=str(tmp_path_factory.mktemp("acls") / "data"), metrics=False, offsets_partitions=5,
+        transaction_state_partitions=5, listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_plain_users=users,
+        authorizer="standard", super_users="User:admin",
+    )  # fmt: skip
+    with BrokerThread(config) as b:
+        return asyncio.run(s.run(b.bootstrap))
 
 
-async def test_every_api_checks_what_kafka_checks(acl_broker: Broker) -> None:
-    """The scenario's answers on kaflet; tests/differential shows Kafka 4.4 gives the same."""
-    out = await s.run(acl_broker.bootstrap)
-    T, G, C, X = (
-        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-        ErrorCode.GROUP_AUTHORIZATION_FAILED,
-        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    )
+T, G, C, X = (
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+)
+
+
+def test_co_11_find_coordinator_needs_describe_on_each_key(answers: dict[str, Any]) -> None:
+    assert dict(answers["alice finds group coordinators"]) == {"g1": 0, "g3": G}
+    assert dict(answers["alice finds txn coordinators"]) == {"tx1": 0, "tx2": X}
+
+
+def test_ge_7_the_group_is_authorized_before_any_coordinator_logic(answers: dict[str, Any]) -> None:
+    # g3: alice has no ACL on the group; every partition of her commit, and her fetch, are refused
+    assert dict(answers["alice commits g3"]) == {("orders", 0): G}
+    assert answers["alice fetches g3"] == [("g3", G)]
+
+
+def test_of_9_topics_not_described_are_refused_per_partition_or_left_out(answers: dict[str, Any]) -> None:
+    assert answers["alice fetches g2"] == [("g2", 0, [("orders", 0), ("secret", T)])]
+    assert answers["alice fetches all of g2"] == [("g2", 0, ["orders"])]  # secret's committed offset is not shown
+
+
+def test_every_api_checks_what_kafka_checks(answers: dict[str, Any]) -> None:
+    out = answers
     assert out["create acls"][: len(s.ACLS)] == [(0, "")] * len(s.ACLS)  # Kafka 4.4 sends "" on success
     assert [code for code, _m in out["create acls"][len(s.ACLS) :]] == [ErrorCode.INVALID_REQUEST] * len(s.INVALID)
     assert all(out[f"create unbuildable acl {i}"] == [(ErrorCode.UNKNOWN_SERVER_ERROR, None)] * 2 for i in range(len(s.UNBUILDABLE)))
@@ -191,11 +216,6 @@ async def test_every_api_checks_what_kafka_checks(acl_broker: Broker) -> None:
     assert out["alice produces to orders"] == 0 and out["alice produces to secret"] == T and out["bob produces to orders"] == T
     assert dict(out["alice list offsets"]) == {"orders": 0, "secret": T}
     assert dict(out["alice commits g1"]) == {("orders", 0): 0, ("secret", 0): T}
-    assert dict(out["alice commits g3"]) == {("orders", 0): G}
-    assert out["alice fetches g2"] == [("g2", 0, [("orders", 0), ("secret", T)])]
-    assert out["alice fetches g3"] == [("g3", G)]
-    assert dict(out["alice finds group coordinators"]) == {"g1": 0, "g3": G}
-    assert dict(out["alice finds txn coordinators"]) == {"tx1": 0, "tx2": X}
     assert out["alice idempotent producer id"] == 0 and out["bob idempotent producer id"] == C
     assert out["alice transactional producer id tx1"] == 0 and out["alice transactional producer id tx2"] == X
     assert out["alice creates a topic"] == [("alice-new", T, "Authorization failed.")]

@@ -134,7 +134,7 @@ async def test_kaflet_users_and_acls_on_a_data_dir_then_used_by_the_broker(make_
         ).returncode
         == 0
     )
-    listed = kaflet("users", "list", "--json", "--data-dir", config.data_dir)
+    listed = kaflet("users", "list", "--output", "json", "--data-dir", config.data_dir)
     assert json.loads(listed.stdout) == {"admin": {"SCRAM-SHA-256": 4096, "SCRAM-SHA-512": 4096}, "alice": {"SCRAM-SHA-256": 4096}}
     assert "secret" not in (Path(config.data_dir) / "scram-credentials.log").read_text()
     added = kaflet(
@@ -159,7 +159,7 @@ async def test_kaflet_users_and_acls_on_a_data_dir_then_used_by_the_broker(make_
         ]
         import asyncio
 
-        listed = await asyncio.to_thread(kaflet, "acls", "list", "--json", *base, env=env)
+        listed = await asyncio.to_thread(kaflet, "acls", "list", "--output", "json", *base, env=env)
         assert listed.returncode == 0, listed.stderr
         assert [a["name"] for a in json.loads(listed.stdout)] == ["orders"]
         added = await asyncio.to_thread(kaflet, "users", "add", "bob", *base, env={**env, "KAFLET_USER_PASSWORD": "bob-secret"})

@@ -225,6 +225,9 @@ async def run(bootstrap: str) -> dict[str, Any]:
         out["alice fetches g2"] = [
             (x.group_id, x.error_code, sorted((t.name, t.partitions[0].error_code) for t in x.topics)) for x in fetched.groups
         ]
+        await g.commit(admin, "g2", {("orders", 0): 1, ("secret", 0): 1})
+        fetched = await g.fetch(alice, "g2", None)  # all partitions: those of topics alice may not describe are left out
+        out["alice fetches all of g2"] = [(x.group_id, x.error_code, sorted(t.name for t in x.topics)) for x in fetched.groups]
         fetched = await g.fetch(alice, "g3", None)
         out["alice fetches g3"] = [(x.group_id, x.error_code) for x in fetched.groups]
         fc = await g.find_coordinator(alice, ["g1", "g3"])

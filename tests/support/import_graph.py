@@ -33,6 +33,8 @@ COMPOSERS = (
     "broker.cluster.pytest_plugin",
     "broker.admin_cli",
     "broker.admin_cli.*",
+    "broker.security.cli",  # `kaflet certs|users|acls|configs`: commands, like admin_cli (broker.cli's grammar)
+    "broker.security.cli.*",
 )
 # The API registry and the modules that register into it: no import circle may pass through them.
 REGISTRY = ("broker.network.registry", "broker.apis", "broker.apis.*")

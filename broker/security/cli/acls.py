@@ -13,32 +13,47 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
+from broker.cli import shared_options
 from broker.security.acls import CLUSTER_NAME, Acl, AclFilter, AclOperation, PatternType, PermissionType, ResourceType
-from broker.security.cli.target import USAGE, CliError, add_target, admin, locked_data_dir, run
+from broker.security.cli.target import USAGE, CliError, add_target, admin, locked_data_dir, parse, run
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kaflet acls", description="List, add and remove ACLs (Kafka's StandardAuthorizer).")
-    sub = p.add_subparsers(dest="action", required=True)
-    for name in ("list", "add", "remove"):
-        s = sub.add_parser(name)
-        add_target(s)
+    p = argparse.ArgumentParser(
+        prog="kaflet acls",
+        description="List, add and remove ACLs (Kafka's StandardAuthorizer), of a running broker (--bootstrap-server) "
+        "or a stopped one's data dir (--data-dir).",
+        epilog="Options go anywhere after the command; the resource, principal and operation options after the action.",
+    )
+    shared_options(p, add_target, _actions)
+    return p
+
+
+def _actions(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    for name, text in (
+        ("list", "list the ACLs that match the filter (all without one)"),
+        ("add", "add ACLs: each principal given, for each operation given (ALL without one), on one resource"),
+        ("remove", "remove the ACLs that match the filter, and list them"),
+    ):
+        s = sub.add_parser(name, help=text, description=text)
+        common(s)
         what = s.add_mutually_exclusive_group(required=name == "add")
-        what.add_argument("--topic")
-        what.add_argument("--group")
-        what.add_argument("--transactional-id")
+        what.add_argument("--topic", metavar="TOPIC")
+        what.add_argument("--group", metavar="GROUP")
+        what.add_argument("--transactional-id", metavar="TRANSACTIONAL_ID")
         what.add_argument("--cluster", action="store_true")
         s.add_argument("--resource-pattern-type", choices=("literal", "prefixed", "any", "match"), default=None)
         if name == "add":
-            s.add_argument("--allow-principal", action="append", default=[])
-            s.add_argument("--deny-principal", action="append", default=[])
+            s.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL")
+            s.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL")
             s.add_argument("--host", default="*")
         else:
             s.add_argument("--principal")
             s.add_argument("--host")
         s.add_argument("--operation", action="append", default=[], type=str.upper, help="READ, WRITE, DESCRIBE, ALL, ... (repeatable)")
-    return p
 
 
 def _resource(args: argparse.Namespace) -> tuple[int, str | None]:
@@ -95,7 +110,7 @@ def _describe(acl: Acl) -> dict[str, str]:
 
 def _print(acls: list[Acl], args: argparse.Namespace) -> int:
     rows = [_describe(a) for a in sorted(acls)]
-    if args.json:
+    if args.output == "json":
         sys.stdout.write(json.dumps(rows) + "\n")
         return 0
     if not rows:
@@ -183,4 +198,5 @@ def _from_kafka(a: object) -> Acl:
 
 
 def main(argv: list[str]) -> int:
-    return run(_main, parser().parse_args(argv[1:]))
+    """`kaflet acls ...` (argv[0] is "acls")."""
+    return run(_main, parse(parser(), argv[1:]))

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kaflet certs", description="Make development TLS certificates (a CA, the broker's, clients').")
     parser.add_argument("--dir", required=True, help="directory for the PEM files (made if absent; an existing CA is reused)")
     parser.add_argument(
@@ -26,7 +26,12 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--client", action="append", default=[], help="make a client certificate with this common name (repeatable)")
     parser.add_argument("--no-broker", action="store_true", help="make client certificates only")
-    args = parser.parse_args(argv[1:])
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """`kaflet certs ...` (argv[0] is "certs")."""
+    args = parser().parse_args(argv[1:])
     try:
         from broker.security import certs
     except ImportError as exc:  # pragma: no cover - cryptography is a dependency

@@ -15,23 +15,36 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
-from broker.security.cli.target import USAGE, CliError, locked_data_dir, run
+from broker.cli import shared_options
+from broker.security.cli.target import USAGE, CliError, add_output, locked_data_dir, parse, run
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kaflet configs", description="Read and delete a stopped broker's stored dynamic broker configs.")
-    sub = p.add_subparsers(dest="action", required=True)
-    ls = sub.add_parser("list")
-    ls.add_argument("--data-dir", required=True)
-    ls.add_argument("--json", action="store_true")
-    rm = sub.add_parser("delete")
-    rm.add_argument("names", nargs="*", help="config names (e.g. max.connections)")
+    p = argparse.ArgumentParser(
+        prog="kaflet configs",
+        description="Read and delete a stopped broker's stored dynamic broker configs.",
+        epilog="Options go anywhere after the command.",
+    )
+    shared_options(p, _options, _actions)
+    return p
+
+
+def _options(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
+    p.add_argument("--data-dir", default=default(None), metavar="DATA_DIR", help="the stopped broker's data dir (required)")
+    add_output(p, default)
+
+
+def _actions(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    ls = sub.add_parser("list", help="list the stored values, the cluster-wide defaults and this broker's")
+    common(ls)
+    rm = sub.add_parser("delete", help="delete stored values by name, or all of them")
+    common(rm)
+    rm.add_argument("names", nargs="*", metavar="NAME", help="config names (e.g. max.connections)")
     rm.add_argument("--all", action="store_true", help="delete every stored dynamic broker config")
     rm.add_argument("--level", choices=("default", "node", "both"), default="both", help="cluster-wide default, this node's, or both")
-    rm.add_argument("--data-dir", required=True)
-    rm.add_argument("--json", action="store_true")
-    return p
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -43,7 +56,7 @@ def _main(args: argparse.Namespace) -> int:
         stored = json.loads(path.read_text()) if path.exists() else {"version": 1, DEFAULT: {}, NODE: {}}
         levels = {level: dict(stored.get(level, {})) for level in (DEFAULT, NODE)}
         if args.action == "list":
-            if args.json:
+            if args.output == "json":
                 sys.stdout.write(json.dumps(levels, sort_keys=True) + "\n")
                 return 0
             if not any(levels.values()):
@@ -71,4 +84,9 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    return run(_main, parser().parse_args(argv[1:]))
+    """`kaflet configs ...` (argv[0] is "configs")."""
+    p = parser()
+    args = parse(p, argv[1:])
+    if args.data_dir is None:
+        p.error("the following arguments are required: --data-dir")
+    return run(_main, args)

@@ -14,7 +14,7 @@ import contextlib
 import fcntl
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +27,45 @@ class CliError(Exception):
         self.code = code
 
 
-def add_target(p: argparse.ArgumentParser) -> None:
+def add_target(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
+    """The options of every `kaflet users|acls` action, taken anywhere after the command (see
+    broker.cli.shared_options: `default` is identity on the command's parser, SUPPRESS on its
+    actions')."""
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--bootstrap-server", help="host:port of a running broker [env KAFLET_BOOTSTRAP_SERVER; default 127.0.0.1:9092]")
-    where.add_argument("--data-dir", help="a stopped broker's data dir (the broker must not be running)")
-    p.add_argument("--security-protocol", default="PLAINTEXT", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
-    p.add_argument("--sasl-mechanism", default="PLAIN", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
-    p.add_argument("--sasl-username", help="who connects (the password comes from KAFLET_SASL_PASSWORD)")
-    p.add_argument("--ssl-ca", help="PEM CA file the broker's certificate is checked against")
-    p.add_argument("--ssl-cert", help="PEM client certificate (mTLS)")
-    p.add_argument("--ssl-key", help="PEM key of --ssl-cert")
-    p.add_argument("--timeout", type=float, default=10.0)
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    where.add_argument(
+        "--bootstrap-server",
+        default=default(None),
+        metavar="HOST:PORT[,...]",
+        help="a running broker [env KAFLET_BOOTSTRAP_SERVER; default 127.0.0.1:9092]",
+    )
+    where.add_argument("--data-dir", default=default(None), metavar="DATA_DIR", help="a stopped broker's data dir (it must not be running)")
+    protocols = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+    p.add_argument("--security-protocol", default=default("PLAINTEXT"), choices=protocols)
+    p.add_argument("--sasl-mechanism", default=default("PLAIN"), choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
+    p.add_argument("--sasl-username", default=default(None), help="who connects (the password comes from KAFLET_SASL_PASSWORD)")
+    p.add_argument("--ssl-ca", default=default(None), help="PEM CA file the broker's certificate is checked against")
+    p.add_argument("--ssl-cert", default=default(None), help="PEM client certificate (mTLS)")
+    p.add_argument("--ssl-key", default=default(None), help="PEM key of --ssl-cert")
+    p.add_argument(
+        "--timeout", type=float, default=default(10.0), metavar="SECONDS", help="how long to wait for the broker (default 10)"
+    )
+    add_output(p, default)
+
+
+def add_output(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
+    p.add_argument("--output", choices=("text", "json"), default=default("text"), help="readable text (default) or JSON for scripts")
+    p.add_argument("--json", action="store_true", default=default(False), help=argparse.SUPPRESS)  # the spelling of earlier versions
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse, and what argparse cannot check when options come before or after the action."""
+    args = p.parse_args(argv)
+    if args.json:
+        sys.stderr.write(f"{p.prog}: --json is deprecated; use --output json\n")
+        args.output = "json"
+    if getattr(args, "bootstrap_server", None) and args.data_dir:
+        p.error("argument --data-dir: not allowed with argument --bootstrap-server")
+    return args
 
 
 @contextlib.contextmanager

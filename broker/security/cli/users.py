@@ -12,26 +12,41 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
-from broker.security.cli.target import CliError, add_target, admin, locked_data_dir, new_password, run
+from broker.cli import shared_options
+from broker.security.cli.target import CliError, add_target, admin, locked_data_dir, new_password, parse, run
 from broker.security.sasl.scram import MIN_ITERATIONS, TYPES
 
 BOTH = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kaflet users", description="Add, list and delete SCRAM users.")
-    sub = p.add_subparsers(dest="action", required=True)
-    for name in ("list", "add", "delete"):
-        s = sub.add_parser(name)
-        add_target(s)
+    p = argparse.ArgumentParser(
+        prog="kaflet users",
+        description="Add, list and delete SCRAM users, of a running broker (--bootstrap-server) or a stopped one's data dir (--data-dir).",
+        epilog="Options go anywhere after the command. A new user's password comes from KAFLET_USER_PASSWORD, "
+        "--password-stdin or a prompt; never from the command line.",
+    )
+    shared_options(p, add_target, _actions)
+    return p
+
+
+def _actions(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    for name, text in (
+        ("list", "list the SCRAM users and their mechanisms"),
+        ("add", "add a user, or set a user's password (both mechanisms unless --mechanism)"),
+        ("delete", "delete a user's credentials (both mechanisms unless --mechanism)"),
+    ):
+        s = sub.add_parser(name, help=text, description=text)
+        common(s)
         if name != "list":
-            s.add_argument("user")
+            s.add_argument("user", metavar="USER")
             s.add_argument("--mechanism", choices=(*BOTH, "both"), default="both")
         if name == "add":
             s.add_argument("--iterations", type=int, default=MIN_ITERATIONS, help=f"PBKDF2 iterations, {MIN_ITERATIONS}..16384")
             s.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
-    return p
 
 
 def _mechs(args: argparse.Namespace) -> tuple[str, ...]:
@@ -105,7 +120,7 @@ def _users_of(described: object) -> dict[str, dict[str, int]]:
 
 
 def _print(users: dict[str, dict[str, int]], args: argparse.Namespace) -> int:
-    if args.json:
+    if args.output == "json":
         sys.stdout.write(json.dumps(users, sort_keys=True) + "\n")
         return 0
     if not users:
@@ -116,9 +131,5 @@ def _print(users: dict[str, dict[str, int]], args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv[1:])
-    try:
-        return run(_main, args)
-    except CliError as exc:  # pragma: no cover - run handles it
-        sys.stderr.write(f"kaflet: {exc}\n")
-        return exc.code
+    """`kaflet users ...` (argv[0] is "users")."""
+    return run(_main, parse(parser(), argv[1:]))

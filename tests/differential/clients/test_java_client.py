@@ -249,7 +249,7 @@ def test_transactions_with_offsets_described_and_listed(peers: Peers) -> None:
     assert peers.same("admin", call="list_transactions", pattern="jc-.*") == {"value": [{"transactional_id": "jc-tx", "state": "Ongoing"}]}
     peers.same("txn_end", name="p", commit=True, close=False)
     done = settled(peers, "jc-tx", "CompleteCommit")
-    # Documented (docs/decisions.md, "transaction version 1"): Kafka 4.4's producer runs transaction
+    # Documented (docs/decisions.md, "Transactions are Transaction V1"): Kafka 4.4's producer runs transaction
     # version 2 against Kafka, whose EndTxn bumps the producer epoch; kaflet serves version 1.
     assert done["kaflet"]["jc-tx"]["value"]["producer_epoch"] == 0
     assert done["kafka"]["jc-tx"]["value"]["producer_epoch"] == 1

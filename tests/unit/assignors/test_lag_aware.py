@@ -7,7 +7,7 @@ from hypothesis import given, settings
 
 from broker.coordinator.assignors import AssignorError, GroupSpec, get
 from broker.coordinator.assignors.base import Assignment, lag_spread, member_lags, range_member_order, subscribed_topics
-from tests.unit.assignors.support import check_exactly_once, group_specs, spec_of, topic_counts, with_current
+from tests.unit.assignors.support import check_exactly_once, examples, group_specs, spec_of, topic_counts, with_current
 
 lag_aware = get("lag-aware")
 range_assignor = get("range")
@@ -83,7 +83,7 @@ def _greedy(spec: GroupSpec) -> Assignment:
     return {m: {t: frozenset(ps) for t, ps in ts.items()} for m, ts in out.items()}
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(group_specs())
 def test_lag_aware_properties(spec: GroupSpec) -> None:
     a = lag_aware.assign(spec)
@@ -104,7 +104,7 @@ def test_lag_aware_properties(spec: GroupSpec) -> None:
         assert lag_spread(a, spec.lag) < lag_spread(greedy, spec.lag)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(group_specs(homogeneous=True))
 def test_lag_aware_homogeneous_spread_within_one_partition_lag(spec: GroupSpec) -> None:
     """With every member on every topic, the greedy rounds keep the spread within the largest single lag."""

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 
 from broker.coordinator.assignors import GroupSpec, get
 from broker.coordinator.assignors.base import java_string_key, range_member_order
-from tests.unit.assignors.support import check_exactly_once, group_specs, spec_of, with_current
+from tests.unit.assignors.support import check_exactly_once, examples, group_specs, spec_of, with_current
 
 range_assignor = get("range")
 
@@ -59,7 +59,7 @@ def test_ka_4_heterogeneous_topics_split_among_their_subscribers() -> None:
     }
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(group_specs())
 def test_ka_4_layout_properties(spec: GroupSpec) -> None:
     a = range_assignor.assign(spec)

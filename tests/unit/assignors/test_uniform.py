@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.coordinator.assignors import GroupSpec, get
-from tests.unit.assignors.support import check_exactly_once, group_specs, sizes, spec_of, with_current
+from tests.unit.assignors.support import check_exactly_once, examples, group_specs, sizes, spec_of, with_current
 
 uniform = get("uniform")
 
@@ -85,13 +85,13 @@ def test_ka_3_empty_group_and_no_topics() -> None:
     assert uniform.assign(spec_of({"a": set()}, {})) == {"a": {}}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(group_specs())
 def test_ka_3_every_partition_exactly_once(spec: GroupSpec) -> None:
     check_exactly_once(spec, uniform.assign(spec))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(group_specs(homogeneous=True))
 def test_ka_3_homogeneous_balance_and_stickiness(spec: GroupSpec) -> None:
     a = uniform.assign(spec)
@@ -107,7 +107,7 @@ def test_ka_3_homogeneous_balance_and_stickiness(spec: GroupSpec) -> None:
             assert kept == valid[mid]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(group_specs(homogeneous=False))
 def test_ka_3_heterogeneous_balance(spec: GroupSpec) -> None:
     """Balanced as far as subscriptions allow: no partition can move to a subscriber with 2+ fewer partitions."""
@@ -121,7 +121,7 @@ def test_ka_3_heterogeneous_balance(spec: GroupSpec) -> None:
                     assert size[mid] - size[other] <= 1, f"{t} could move from {mid} ({size[mid]}) to {other} ({size[other]})"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(group_specs())
 def test_ka_3_deterministic_and_unchanged_input_unchanged_output(spec: GroupSpec) -> None:
     a = uniform.assign(spec)
@@ -130,7 +130,7 @@ def test_ka_3_deterministic_and_unchanged_input_unchanged_output(spec: GroupSpec
     assert uniform.assign(again) == a
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(group_specs(), st.data())
 def test_ka_3_garbage_current_assignments_still_exactly_once(spec: GroupSpec, data: st.DataObject) -> None:
     """Overlapping, out-of-range and unsubscribed current partitions never break the invariants."""
