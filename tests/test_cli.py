@@ -31,6 +31,10 @@ KAFLET = Path(sys.executable).parent / "kaflet"  # the console script of the ins
 # Flags the pages name that belong to other tools (make, pip, docker, pytest, apt-get; --write: tests.support.rules_doc).
 OTHER_TOOLS_FLAGS = {"--no-install-recommends", "--build", "--no-deps", "--user", "--system-site-packages", "--write", "--build-arg"}
 OTHER_TOOLS_FLAGS |= {"--network", "--now"}  # docker build --network host; systemctl disable --now
+# Kafka's own tools (kafka-storage format --add-scram, kafka-consumer-groups.sh --describe,
+# kafka-streams-application-reset); pytest --durations
+OTHER_TOOLS_FLAGS |= {"--add-scram", "--describe", "--application-id", "--input-topics", "--force", "--durations"}
+OTHER_TOOLS_FLAGS |= {"--share-state-partitions"}  # docs/architecture.md's sketch of a coordinator yet to come
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -21,9 +21,7 @@ class BindError(OSError):
         return self.message
 
 
-def bind_error(
-    exc: OSError, role: str, host: str, port: int, flag: str, alternative: str = "", choose: str | None = None
-) -> BindError:
+def bind_error(exc: OSError, role: str, host: str, port: int, flag: str, alternative: str = "", choose: str | None = None) -> BindError:
     """The BindError for `exc` raised while binding `role` (e.g. "the metrics endpoint") to host:port;
     `flag` moves it (--metrics-port), `alternative` is one more way out (", or --no-metrics"), and
     `choose` replaces the advice where a flag of its own does not move the port (--listeners)."""

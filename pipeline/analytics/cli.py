@@ -111,6 +111,9 @@ def kaflet_parser() -> argparse.ArgumentParser:
 
 
 def _check(p: argparse.ArgumentParser, args: argparse.Namespace, prog: str) -> None:
+    """What argparse cannot check when options may come before the command."""
+    if args.command == "cluster":  # its own options only
+        return
     if args.out is None:
         p.error("the following arguments are required: --out")
     if args.command != "audit":

@@ -46,9 +46,7 @@ def add_target(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> Non
     p.add_argument("--ssl-ca", default=default(None), help="PEM CA file the broker's certificate is checked against")
     p.add_argument("--ssl-cert", default=default(None), help="PEM client certificate (mTLS)")
     p.add_argument("--ssl-key", default=default(None), help="PEM key of --ssl-cert")
-    p.add_argument(
-        "--timeout", type=float, default=default(10.0), metavar="SECONDS", help="how long to wait for the broker (default 10)"
-    )
+    p.add_argument("--timeout", type=float, default=default(10.0), metavar="SECONDS", help="how long to wait for the broker (default 10)")
     add_output(p, default)
 
 

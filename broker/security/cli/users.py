@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.cli import shared_options
-from broker.security.cli.target import CliError, add_target, admin, locked_data_dir, new_password, parse, run
+from broker.security.cli.target import add_target, admin, locked_data_dir, new_password, parse, run
 from broker.security.sasl.scram import MIN_ITERATIONS, TYPES
 
 BOTH = ("SCRAM-SHA-256", "SCRAM-SHA-512")
