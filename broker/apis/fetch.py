@@ -394,9 +394,20 @@ async def _park(
         for log in logs.values():
             assert log is not None
             log.remove_waiter(on_append)
-    if _read(topics, max_bytes, read_committed, ranges)[2]:
+    endpoints = None
+    if broker.cluster is not None:  # leadership may have moved meanwhile (DelayedFetch checks it too)
+        for t in topics:
+            for p in t.partitions:
+                if not p.error and t.name is not None:
+                    p.error = broker.partition_check(t.name, p.index, p.leader_epoch, version >= _FOLLOWER_FETCH_FROM)[0]
+    _total, errors, files = _read(topics, max_bytes, read_committed, ranges)
+    if errors:
+        ctx.errors = [p.error for t in topics for p in t.partitions if p.error]
+        if broker.cluster is not None and version >= _LEADER_DISCOVERY_FROM:
+            endpoints = _leader_discovery(ctx, topics)
+    if files:
         ctx.conn.files_in_response()
-    return encode_response(version, 0, topics, read_committed)
+    return encode_response(version, 0, topics, read_committed, endpoints)
 
 
 def parked_fetches(broker: object) -> int:

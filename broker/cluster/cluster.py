@@ -226,6 +226,7 @@ class Cluster:
             log_ = logs.get(topic, partition)
             if log_ is not None:
                 log_.leader_epoch = epoch  # batches appended from now on carry it
+                log_.wake_waiters()  # parked fetches answer now, from the new leader's point of view
 
         self.replicas = ReplicaStates(
             topics.replicas_of,

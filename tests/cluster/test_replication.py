@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeTopicPartitionsRequest,
+)
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from broker.cluster.cluster import OFFSETS_TOPIC, Cluster
@@ -20,6 +26,7 @@ from broker.config import Config
 from protocol.errors import ErrorCode
 from tests.support import data as d
 from tests.support.raw_client import RawClient
+from tests.support.waiting import async_wait_until
 
 _Topic = CreateTopicsRequest.CreatableTopic
 _Assign = _Topic.CreatableReplicaAssignment
@@ -259,11 +266,41 @@ async def test_eligible_leader_replicas_decide_who_may_lead_again(cluster: Clust
     assert state is not None and (state.leader, state.isr, sorted(state.elr)) == (-1, [], [2, 3])
     await cluster.node(1).chaos.up()  # left while the ISR was still [1, 2, 3]: not eligible
     assert (state.leader, state.isr) == (-1, [])
+    # DescribeTopicPartitions shows what Metadata cannot: the eligible replicas and the last leader.
+    assert await client_describe(cluster, 1, "elr") == (-1, [1, 2, 3], [], [2, 3], [3], [2, 3])
     await cluster.node(2).chaos.up()
     # 2 leads with ISR [2]; 1, up and caught up, joins at once: 2 in sync meet the minimum, the ELR empties.
     assert (state.leader, state.isr, state.elr) == (2, [2, 1], [])
     await cluster.node(3).chaos.up()
     assert (state.leader, state.isr, state.elr) == (2, [2, 1, 3], [])
+
+
+async def client_describe(cluster: Cluster, node: int, topic: str) -> tuple[Any, ...]:
+    """DescribeTopicPartitions of partition 0 from `node`: leader, replicas, ISR, ELR, last known ELR, offline."""
+    client = await RawClient.connect(cluster.node(node).bootstrap)
+    try:
+        answer = await client.request(
+            DescribeTopicPartitionsRequest[0](
+                topics=[DescribeTopicPartitionsRequest.TopicRequest(name=topic)], response_partition_limit=10, cursor=None
+            )
+        )
+    finally:
+        await client.close()
+    p = answer.topics[0].partitions[0]
+    return (p.leader_id, p.replica_nodes, p.isr_nodes, p.eligible_leader_replicas, p.last_known_elr, p.offline_replicas)
+
+
+async def test_preferred_leaders_lead_again_after_the_balancing_interval(tmp_path: Path) -> None:
+    async with Cluster(config(tmp_path, leader_imbalance_check_interval_seconds=1), brokers=3) as c:
+        client = await RawClient.connect(c.node(3).bootstrap)
+        await create(client, new_topic("balanced", -1, -1, {0: [1, 2]}))
+        c.node(1).chaos.down()
+        assert c.leader("balanced", 0) == 2
+        await c.node(1).chaos.up()
+        assert c.leader("balanced", 0) == 2  # back in sync, not leading yet
+        await async_wait_until(lambda: c.leader("balanced", 0) == 1, 10, message="the preferred replica leads again")
+        assert c.leader_epoch("balanced", 0) == 2
+        await client.close()
 
 
 async def test_unclean_leader_election_lets_any_live_replica_lead(cluster: Cluster, clients: Any) -> None:

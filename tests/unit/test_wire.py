@@ -55,6 +55,7 @@ API_VERSIONS: dict[ApiKey, tuple[int, int, int | None]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2, 0),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2, 0),
