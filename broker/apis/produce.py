@@ -205,6 +205,7 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
                     res.error = ErrorCode.INVALID_TOPIC_EXCEPTION
                 elif cluster is not None and acks == -1 and _too_few_in_sync(cluster, topic, pd.index, broker.config):
                     res.error = ErrorCode.NOT_ENOUGH_REPLICAS
+                    res.log_start_offset = log.log_start_offset  # as ReplicaManager answers it
                 else:
                     assert batch is not None
                     _append(log, batch, res, request.transactional_id, broker)

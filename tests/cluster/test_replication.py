@@ -249,7 +249,7 @@ async def test_min_insync_replicas_refuses_acks_all(cluster: Cluster, clients: A
     assert d.produce_result(await client.request(d.produce("strict", 0, d.batch()))).error_code == 0  # ISR [1, 3]: enough
     cluster.node(3).chaos.down()
     refused = d.produce_result(await client.request(d.produce("strict", 0, d.batch())))
-    assert (refused.error_code, refused.base_offset) == (ErrorCode.NOT_ENOUGH_REPLICAS, -1)
+    assert (refused.error_code, refused.base_offset, refused.log_start_offset) == (ErrorCode.NOT_ENOUGH_REPLICAS, -1, 0)
     assert d.produce_result(await client.request(d.produce("strict", 0, d.batch(), acks=1))).error_code == 0
     await cluster.node(3).chaos.up()
     assert d.produce_result(await client.request(d.produce("strict", 0, d.batch()))).error_code == 0
@@ -462,3 +462,39 @@ async def test_rack_aware_replica_selector_sends_consumers_to_their_rack(tmp_pat
         assert (await fetch(leader, "rack-c")).preferred_read_replica == -1  # out of the ISR: not chosen
         await leader.close()
         await follower.close()
+
+
+async def test_a_lone_broker_has_a_rack_too(tmp_path: Path) -> None:
+    from broker import Broker
+
+    async with Broker(config(tmp_path, broker_rack="solo-rack")) as broker:
+        client = await RawClient.connect(broker.bootstrap)
+        await create(client, new_topic("single", 2, 1))
+        answer = await metadata(client, "single")
+        assert [(b.node_id, b.rack) for b in answer.brokers] == [(1, "solo-rack")]
+        await client.close()
+        assert broker.topics.racks_of("single", 1) == {"solo-rack"}
+        stored = broker.topics.get("single")
+        assert stored is not None and stored.replicas == [[1], [1]]
+    async with Broker(config(tmp_path / "norack", broker_rack=None)) as broker:
+        broker.topics.create("plain", 1)
+        assert broker.topics.racks_of("plain", 0) == frozenset()
+
+
+async def test_topics_created_while_a_node_is_down_lead_elsewhere(cluster: Cluster, clients: Any) -> None:
+    """Kafka's placer gives fenced brokers replicas only when it must, never the lead; a new
+    partition's ISR is its live replicas; none live is refused."""
+    cluster.node(3).chaos.down()
+    client = await clients(1)
+    results = await create(client, new_topic("while-down", 4, 3), new_topic("only-down", -1, -1, {0: [3]}))
+    assert results["while-down"].error_code == 0
+    assert (results["only-down"].error_code, results["only-down"].error_message) == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "All brokers specified in the manual partition assignment for partition 0 are fenced or in controlled shutdown.",
+    )
+    for p in partitions_of(await metadata(client, "while-down"), "while-down").values():
+        assert p.leader_id in (1, 2) and sorted(p.replica_nodes) == [1, 2, 3] and sorted(p.isr_nodes) == sorted({1, 2})
+        assert p.offline_replicas == [3]
+    await cluster.node(3).chaos.up()
+    for p in partitions_of(await metadata(client, "while-down"), "while-down").values():
+        assert sorted(p.isr_nodes) == [1, 2, 3]
