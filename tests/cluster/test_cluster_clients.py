@@ -138,7 +138,10 @@ def test_java_admin_sees_isr_elr_and_fenced_brokers(kaflet_cluster: KafletCluste
 
 def test_librdkafka_follows_a_moved_leader_without_a_metadata_request(kaflet_cluster: KafletCluster) -> None:
     """Produce v10+ and Fetch v16+ name the new leader: librdkafka sends its retry and its next
-    fetch there and asks no Metadata (with the fields left out it asks once, to find it)."""
+    fetch there, and mostly asks no Metadata at all. Without the fields it asks at every move (at
+    least once, to find the leader); with them a race inside librdkafka (its leader update against
+    its own "leader unavailable" flag) now and then sends one, so eight moves must cost fewer than
+    eight Metadata requests per client."""
     bootstrap = kaflet_cluster.bootstrap
     assert create(bootstrap, NewTopic("moving", 3, 3)) == {"moving": None}
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0, "client.id": "kip951-producer"})
@@ -151,23 +154,20 @@ def test_librdkafka_follows_a_moved_leader_without_a_metadata_request(kaflet_clu
     wait_until(lambda: _poll_into(consumer, seen) and len(seen) >= 5, TIMEOUT, message="the first records")
     metadata = {who: counting(kaflet_cluster, "Metadata", client_id=f"kip951-{who}") for who in ("producer", "consumer")}
     produces = counting(kaflet_cluster, "Produce")
-    old = leader_of(kaflet_cluster, "moving", 0)
-    new = kaflet_cluster.chaos.move_leader("moving", 0)["leader"]
-    acked: list[str] = []
-    for i in range(5):
-        producer.produce(
-            "moving", f"b{i}".encode(), partition=0, on_delivery=lambda e, m: acked.append(m.value().decode()) if e is None else None
-        )
-    assert producer.flush(TIMEOUT) == 0 and len(acked) == 5
-    wait_until(lambda: _poll_into(consumer, seen) and len(seen) >= 10, TIMEOUT, message="the records produced after the move")
+    leaders = []
+    moves = 8
+    for round_ in range(moves):
+        leaders.append(kaflet_cluster.chaos.move_leader("moving", 0)["leader"])
+        for i in range(5):
+            producer.produce("moving", f"r{round_}-{i}".encode(), partition=0)
+        assert producer.flush(TIMEOUT) == 0
+        wait_until(lambda n=10 + 5 * round_: _poll_into(consumer, seen) and len(seen) >= n, TIMEOUT, message="records after a move")
     consumer.close()
-    assert {who: hits(kaflet_cluster, rules) for who, rules in metadata.items()} == {
-        "producer": {1: 0, 2: 0, 3: 0},
-        "consumer": {1: 0, 2: 0, 3: 0},
-    }
+    asked = {who: sum(hits(kaflet_cluster, rules).values()) for who, rules in metadata.items()}
+    assert asked["producer"] < moves and asked["consumer"] < moves, asked
     produced = hits(kaflet_cluster, produces)
-    assert produced[new] >= 1 and produced[old] == 1  # one NOT_LEADER_OR_FOLLOWER at the old leader, then the new one
-    assert seen == [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(5)]
+    assert all(produced[n] >= 1 for n in set(leaders)), produced  # every new leader got the records
+    assert seen == [f"a{i}" for i in range(5)] + [f"r{r}-{i}" for r in range(moves) for i in range(5)]
 
 
 def _poll_into(consumer: Consumer, into: list[str]) -> bool:
@@ -297,3 +297,43 @@ def test_consumer_fetches_from_the_follower_in_its_rack(kaflet_cluster: KafletCl
     assert rx[2] > 500 * 100 and rx[2] > rx[1] and rx[2] > rx[3], rx
     counted = hits(kaflet_cluster, fetches)
     assert counted[2] > counted[3], counted
+
+
+def test_a_group_carries_on_when_its_coordinators_node_is_taken_down(kaflet_cluster: KafletCluster) -> None:
+    """`__consumer_offsets` has 3 replicas: its partition's leadership, so the group's coordinator,
+    moves to an in-sync replica when the node goes down, with nothing else asked of the cluster."""
+    bootstrap = kaflet_cluster.bootstrap
+    assert create(bootstrap, NewTopic("work", 3, 3)) == {"work": None}
+    group = "survivors"
+    coordinator = kaflet_cluster.broker.run(lambda c: c.coordinator_of(group)[1])
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
+    for i in range(300):
+        producer.produce("work", f"v{i}".encode(), partition=i % 3)
+    assert producer.flush(TIMEOUT) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["work"])
+    seen: set[str] = set()
+
+    def consume(until: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(seen) < until and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                seen.add(msg.value().decode())
+                consumer.commit(message=msg, asynchronous=True)
+
+    consume(150)
+    kaflet_cluster.chaos.node(coordinator).down()
+    moved_to = kaflet_cluster.broker.run(lambda c: c.coordinator_of(group)[1])
+    assert moved_to not in (coordinator, -1)
+    for i in range(300, 400):
+        producer.produce("work", f"v{i}".encode(), partition=i % 3)
+    assert producer.flush(TIMEOUT) == 0
+    consume(400)
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert seen == {f"v{i}" for i in range(400)}
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    committed = check.committed([TopicPartition("work", p) for p in range(3)], timeout=TIMEOUT)
+    check.close()
+    assert sum(c.offset for c in committed) == 400  # the commits reached the coordinator where the group lives now
