@@ -498,3 +498,37 @@ async def test_topics_created_while_a_node_is_down_lead_elsewhere(cluster: Clust
     await cluster.node(3).chaos.up()
     for p in partitions_of(await metadata(client, "while-down"), "while-down").values():
         assert sorted(p.isr_nodes) == [1, 2, 3]
+
+
+async def test_kafka_exporter_families_count_replicas_and_the_isr(cluster: Cluster, clients: Any) -> None:
+    """kafka_exporter's partition families (broker/metrics/exporter.py) as it would export them from
+    this cluster's Metadata: brokers up, leader, replicas, in-sync replicas, preferred, under-replicated."""
+    from broker.metrics import exporter
+
+    client = await clients(1)
+    created = await create(client, new_topic("watched", -1, -1, {0: [2, 3, 1]}), new_topic("watched-alone", -1, -1, {0: [3]}))
+    assert {t.error_code for t in created.values()} == {0}
+    cluster.node(2).chaos.down()
+    cluster.node(3).chaos.down()
+    text = exporter.render(cluster.state)
+
+    def value(name: str, partition: int, topic: str = "watched") -> str | None:
+        prefix = f'{name}{{partition="{partition}",topic="{topic}"}} '
+        return next((line[len(prefix) :] for line in text.splitlines() if line.startswith(prefix)), None)
+
+    assert "kafka_brokers 1" in text.splitlines()
+    assert [line for line in text.splitlines() if line.startswith("kafka_broker_info")] == [
+        f'kafka_broker_info{{address="{cluster.node(1).bootstrap}",id="1"}} 1'
+    ]
+    assert [value(f"kafka_topic_partition_{k}", 0) for k in ("leader", "replicas", "in_sync_replica", "leader_is_preferred")] == [
+        "1",
+        "3",
+        "1",
+        "0",
+    ]
+    assert value("kafka_topic_partition_under_replicated_partition", 0) == "1"
+    # An offline partition: no leader and no offsets (the exporter's Leader and GetOffset fail), 1 replica, 0 in sync.
+    alone = "watched-alone"
+    assert value("kafka_topic_partition_leader", 0, alone) is None and value("kafka_topic_partition_current_offset", 0, alone) is None
+    assert (value("kafka_topic_partition_replicas", 0, alone), value("kafka_topic_partition_in_sync_replica", 0, alone)) == ("1", "0")
+    assert value("kafka_topic_partition_current_offset", 0) == "0"
