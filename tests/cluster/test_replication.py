@@ -6,6 +6,7 @@ over real sockets to real nodes; Kafka's behaviour for each is named where it is
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -444,12 +445,14 @@ async def test_rack_aware_replica_selector_sends_consumers_to_their_rack(tmp_pat
         await create(leader, new_topic("near", -1, -1, {0: [1, 2, 3]}))
         assert d.produce_result(await leader.request(d.produce("near", 0, d.batch(2)))).error_code == 0
 
-        async def fetch(client: RawClient, rack: str, version: int = 11) -> Any:
-            request = d.fetch([("near", 0, 0)], version=version, max_wait_ms=5000, min_bytes=1 << 20)
+        async def fetch(client: RawClient, rack: str, min_bytes: int = 1) -> Any:
+            request = d.fetch([("near", 0, 0)], version=11, max_wait_ms=5000, min_bytes=min_bytes)
             request.rack_id = rack
             return (await client.request(request)).responses[0].partitions[0]
 
-        sent = await fetch(leader, "rack-c")  # answered at once, though min_bytes is not met
+        started = time.monotonic()
+        sent = await fetch(leader, "rack-c", min_bytes=1 << 20)  # answered at once, though min_bytes is not met
+        assert time.monotonic() - started < 4
         assert (sent.error_code, sent.preferred_read_replica, sent.records, sent.high_watermark) == (0, 3, b"", 2)
         here = await fetch(leader, "rack-a")  # the leader's own rack: served by the leader
         assert (here.preferred_read_replica, d.fetched_offsets(here)) == (-1, [0, 1])
