@@ -231,9 +231,14 @@ class ReplicaStates:
         return self._set_leader(topic, partition, state, leader)
 
     def _set_isr(self, topic: Topic, state: PartitionState, isr: list[int]) -> None:
+        """An ISR change with the leader kept (the leader's AlterPartition): the ELR as
+        maybePopulateTargetElr leaves it, empty once the ISR meets min.insync.replicas."""
+        old = state.isr
         state.isr = isr
         if len(isr) >= min(self.min_isr(topic), len(state.replicas)):
             state.elr = []
+        else:
+            state.elr = [r for r in dict.fromkeys([*state.elr, *old]) if r not in isr]
 
     def _set_leader(self, topic: Topic, partition: int, state: PartitionState, leader: int) -> LeaderChange:
         old = state.leader
