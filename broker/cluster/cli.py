@@ -31,13 +31,18 @@ def parser() -> argparse.ArgumentParser:
     move = sub.add_parser("move-leader", help="move a partition's leadership (cluster only); its leader epoch bumps")
     move.add_argument("topic")
     move.add_argument("partition", type=int)
-    move.add_argument("--to", type=int, help="node id (default: the next node)")
+    move.add_argument(
+        "--to", type=int, help="node id (default: the next in-sync replica); a node that is not a replica takes the leader's place"
+    )
     coord = sub.add_parser("move-coordinator", help="move a group's __consumer_offsets partition (cluster only): its coordinator changes")
     which = coord.add_mutually_exclusive_group(required=True)
     which.add_argument("--group")
     which.add_argument("--partition", type=int)
     coord.add_argument("--to", type=int, help="node id (default: the next node)")
-    sub.add_parser("state", help="list every rule, error stack, hole, the latency and whether the broker is down")
+    sub.add_parser(
+        "state",
+        help="list every rule, error stack, hole, the latency and whether the broker is down (a cluster: fenced nodes, moved leaders, offline partitions)",
+    )
     sub.add_parser("connections", help="list open client connections (peer, client id, hole)")
     rule = sub.add_parser("rule", help="answer matching requests with an error, a delay or a closed connection")
     rule.add_argument("--api", help="API name (Produce) or key (0); default: any")
@@ -67,7 +72,9 @@ def parser() -> argparse.ArgumentParser:
     restore.add_argument("id", type=int, nargs="?")
     down = sub.add_parser("down", help="take the broker down")
     down.add_argument("--mode", choices=("refuse", "hang"), default="refuse", help="refuse connections, or accept and never answer")
-    down.add_argument("--failover", action="store_true", help="in a cluster: move its partition leaderships and coordinators to the others")
+    down.add_argument(
+        "--failover", action="store_true", help="in a cluster: also give the partitions it leaves without an in-sync replica another node"
+    )
     sub.add_parser("up", help="bring the broker back")
     sub.add_parser("clear", help="undo every rule, stack, latency and hole, and bring the broker up")
     return p
