@@ -172,6 +172,8 @@ class Broker:
             page_cache_bytes=self.config.log_page_cache_bytes,
         )
         logs, topics = self.logs, self.topics
+        if self.cluster is not None:  # placement, replicas and racks are the cluster's
+            self.cluster.attach(topics, logs)
         # A changed dynamic log default reaches every partition log whose topic does not set it.
         self.dynamic_configs.on_log_defaults_changed = lambda: [logs.configs_changed(topic) for topic in topics.topics.values()]
         if self.config.verify_on_start:
@@ -311,15 +313,28 @@ class Broker:
 
         await bind(self, port)  # every listener (--listeners), with its TLS context; a taken port named by its role
 
-    def partition_check(self, topic: str, partition: int, current_epoch: int = -1) -> tuple[ErrorCode, int]:
-        """(error, leader epoch) for a request on a partition sent here: FENCED_LEADER_EPOCH or
-        UNKNOWN_LEADER_EPOCH for a stale or future `current_epoch` (checked first, as a Kafka
-        replica does), NOT_LEADER_OR_FOLLOWER when another node of the cluster leads it."""
+    def partition_check(self, topic: str, partition: int, current_epoch: int = -1, replica_ok: bool = False) -> tuple[ErrorCode, int]:
+        """(error, leader epoch) for a request on a partition sent here, in Kafka's order: a node
+        that is not one of its replicas answers NOT_LEADER_OR_FOLLOWER; a replica checks
+        `current_epoch` first (FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH when stale or
+        future), then whether it leads (NOT_LEADER_OR_FOLLOWER), unless `replica_ok` (a
+        consumer's Fetch v11+, which a follower serves)."""
         cluster = self.cluster
-        epoch = 0 if cluster is None else cluster.leader_epoch(topic, partition)
+        if cluster is None:
+            epoch = 0
+            if current_epoch != -1 and current_epoch != epoch:
+                return (ErrorCode.FENCED_LEADER_EPOCH if current_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH), epoch
+            return ErrorCode.NONE, epoch
+        state = cluster.partition(topic, partition)
+        if state is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0
+        node = self.config.node_id
+        epoch = state.leader_epoch
+        if node not in state.replicas:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, epoch
         if current_epoch != -1 and current_epoch != epoch:
             return (ErrorCode.FENCED_LEADER_EPOCH if current_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH), epoch
-        if cluster is not None and cluster.leader(topic, partition) != self.config.node_id:
+        if state.leader != node and not replica_ok:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, epoch
         return ErrorCode.NONE, epoch
 

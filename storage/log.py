@@ -545,6 +545,11 @@ class PartitionLog:
     def remove_waiter(self, waiter: Callable[[int], None]) -> None:
         self._waiters.discard(waiter)
 
+    def wake_waiters(self) -> None:
+        """Every waiter answers now, as on a close (`waiter(0)`): who may read this log changed."""
+        for waiter in tuple(self._waiters):
+            waiter(0)
+
     # -- reading ----------------------------------------------------------------------------
 
     def _segment_index(self, offset: int) -> int:

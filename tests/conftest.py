@@ -118,3 +118,21 @@ def kafka_reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield kafka
     finally:
         kafka.stop()
+
+
+@pytest.fixture(scope="session")
+def java_driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One Java client driver JVM (tests/jvm/client-driver) for the whole session: every test that
+    drives the Java client shares it (JVM start-up costs seconds on 2 cores)."""
+    from tests.support.client_driver import JavaDriver
+    from tests.support.jvm import JvmUnavailable
+
+    driver = JavaDriver(tmp_path_factory.mktemp("client-driver"))
+    try:
+        driver.start()
+    except JvmUnavailable as exc:
+        pytest.fail(f"the Java client driver cannot run: {exc}", pytrace=False)
+    try:
+        yield driver
+    finally:
+        driver.stop()

@@ -11,6 +11,7 @@ from broker.apis import (  # noqa: F401
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_topic_partitions,
     fetch,
     find_coordinator,
     group_admin,

@@ -2,7 +2,9 @@
 
 A name given twice gets INVALID_REQUEST (once, answered first, as ControllerApis does); an
 unknown topic UNKNOWN_TOPIC_OR_PARTITION; a count that is not an increase
-INVALID_PARTITIONS; assignments must number exactly the new partitions, each [this node].
+INVALID_PARTITIONS; assignments must number exactly the new partitions, each as many registered
+brokers as the topic's replication factor (that of its first partition); without assignments
+the new partitions are placed as Kafka's controller places them (broker/topics/placement.py).
 validate_only checks everything and changes nothing.
 
 kaflet decision: the partition counts of __consumer_offsets and __transaction_state are
@@ -20,7 +22,7 @@ from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.security import authorize as authz
 from broker.topics.catalog import INTERNAL_TOPICS, TopicError
-from broker.topics.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment
+from broker.topics.placement import MAX_RECORDS_PER_OPERATION, PlacementError, RecordBudget, TooManyRecords, check_manual_assignment
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -35,9 +37,11 @@ def _error(request: Any, code: ErrorCode, message: str | None = None) -> Any:
     return CreatePartitionsResponse(version=request.version, throttle_time_ms=0, results=results)
 
 
-def _check(ctx: RequestContext, wanted: Any) -> int:
-    """The current partition count if `wanted` can be applied; raises PlacementError otherwise."""
-    topic = ctx.broker.topics.get(wanted.name)
+def _check(ctx: RequestContext, wanted: Any) -> tuple[int, list[list[int]]]:
+    """The current partition count and the new partitions' replicas if `wanted` can be applied;
+    raises PlacementError otherwise."""
+    topics = ctx.broker.topics
+    topic = topics.get(wanted.name)
     if topic is None:
         raise PlacementError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)  # Kafka sends no message here
     current = topic.partitions
@@ -54,15 +58,28 @@ def _check(ctx: RequestContext, wanted: Any) -> int:
             f"The partition count of internal topic {wanted.name} is fixed; kaflet does not add partitions to it.",
         )
     additional = wanted.count - current
-    if wanted.assignments is not None:
-        if len(wanted.assignments) != additional:
-            raise PlacementError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Attempted to add {additional} additional partition(s), but only {len(wanted.assignments)} assignment(s) were specified.",
-            )
-        for assignment in wanted.assignments:
-            check_manual_assignment(list(assignment.broker_ids or []), 1, ctx.broker.config.node_id)
-    return current
+    if wanted.assignments is not None and len(wanted.assignments) != additional:
+        raise PlacementError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {additional} additional partition(s), but only {len(wanted.assignments)} assignment(s) were specified.",
+        )
+    if additional > MAX_RECORDS_PER_OPERATION:  # more than the record budget holds: never placed
+        return current, []
+    placement = topics.placement
+    replication_factor = len(topics.replicas_of(topic, 0))
+    if wanted.assignments is None:
+        replicas = placement.place(additional, replication_factor)
+        for i, ids in enumerate(replicas):
+            placement.assignment_isr(ids, current + i, manual=False)
+        return current, replicas
+    registered = placement.registered()
+    replicas = []
+    for i, assignment in enumerate(wanted.assignments):
+        ids = list(assignment.broker_ids or [])
+        check_manual_assignment(ids, replication_factor, registered)
+        placement.assignment_isr(ids, current + i, manual=True)
+        replicas.append(ids)
+    return current, replicas
 
 
 @api(ApiKey.CREATE_PARTITIONS, 0, 3, error_response=_error)
@@ -78,7 +95,7 @@ def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     if ctx.broker.authorizer is not None:  # ALTER on each topic (TOPIC_AUTHORIZATION_FAILED, no message)
         alterable = authz.filter_allowed(ctx, authz.Op.ALTER, authz.TOPIC, (t.name for t in requested if counts[t.name] == 1))
     budget = RecordBudget()
-    accepted: list[tuple[Any, int]] = []
+    accepted: list[tuple[Any, int, list[list[int]]]] = []
     outcome: list[Any] = []
     for wanted in requested:
         if counts[wanted.name] > 1:
@@ -87,19 +104,19 @@ def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
             results.append(_Result(name=wanted.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None))
             continue
         try:
-            current = _check(ctx, wanted)
+            current, replicas = _check(ctx, wanted)
             budget.spend(wanted.count - current)
         except PlacementError as exc:
             outcome.append(_Result(name=wanted.name, error_code=exc.code, error_message=exc.message))
             continue
         except TooManyRecords as exc:
             return _error(request, ErrorCode.POLICY_VIOLATION, str(exc))
-        accepted.append((wanted, current))
+        accepted.append((wanted, current, replicas))
         outcome.append(_Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None))
     if not request.validate_only:
-        for wanted, current in accepted:
+        for wanted, current, replicas in accepted:
             try:
-                ctx.broker.topics.add_partitions(wanted.name, wanted.count)
+                ctx.broker.topics.add_partitions(wanted.name, wanted.count, replicas)
             except TopicError as exc:  # KAFKA_STORAGE_ERROR on a full disk
                 i = next(i for i, r in enumerate(outcome) if r.name == wanted.name)
                 outcome[i] = _Result(name=wanted.name, error_code=exc.code, error_message=exc.message)

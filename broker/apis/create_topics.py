@@ -7,6 +7,10 @@ once, after the others), the name's legality, collisions and existence, the conf
 replication factor. With validate_only nothing is created but the answer is the same,
 including the configs (v5+) and a topic id (v7) that is never used, as Kafka does.
 
+Replicas are placed by the broker's placement (broker/topics/placement.py): a lone broker is
+every replica; `kaflet serve --brokers N` takes replication factors up to N and manual
+assignments over all its nodes, placed and checked as Kafka's controller does.
+
 kaflet decisions where Kafka differs or is silent:
 - Kafka lets a client create __consumer_offsets or __transaction_state while they do not
   exist yet. kaflet pins their partition counts (the coordinators hash onto them), so
@@ -30,7 +34,13 @@ from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.security import authorize as authz
 from broker.topics.catalog import INTERNAL_TOPICS, TopicError
-from broker.topics.placement import PlacementError, RecordBudget, TooManyRecords, check_manual_assignment, check_replication_factor
+from broker.topics.placement import (
+    MAX_RECORDS_PER_OPERATION,
+    PlacementError,
+    RecordBudget,
+    TooManyRecords,
+    check_manual_assignment,
+)
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
 
@@ -47,6 +57,7 @@ class _Plan:
     partitions: int
     replication_factor: int
     configs: dict[str, str]
+    replicas: list[list[int]]
 
 
 def _result(name: str, code: ErrorCode, message: str | None) -> Any:
@@ -82,8 +93,8 @@ def _check_name(ctx: RequestContext, name: str, pending: dict[str, str]) -> None
 def _plan(ctx: RequestContext, topic: Any) -> _Plan:
     """Everything Kafka's controller checks after the name; raises ConfigError or PlacementError."""
     config = ctx.broker.config
+    placement = ctx.broker.topics.placement
     configs = topic_configs.validate_new_configs(((c.name, c.value) for c in topic.configs or []), config)
-    node = config.node_id
     if topic.assignments:
         if topic.replication_factor != -1:
             raise PlacementError(
@@ -93,8 +104,9 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
             raise PlacementError(
                 ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, but numPartitions was not set to -1."
             )
-        replicas: dict[int, int] = {}
+        replicas: dict[int, list[int]] = {}
         expected: int | None = None
+        registered = placement.registered()
         for assignment in topic.assignments:
             if assignment.partition_index in replicas:
                 raise PlacementError(
@@ -102,12 +114,14 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
                     f"Found multiple manual partition assignments for partition {assignment.partition_index}",
                 )
             broker_ids = list(assignment.broker_ids or [])
-            check_manual_assignment(broker_ids, expected, node)
+            check_manual_assignment(broker_ids, expected, registered)
             expected = len(broker_ids)
-            replicas[assignment.partition_index] = expected
+            placement.assignment_isr(broker_ids, assignment.partition_index, manual=True)
+            replicas[assignment.partition_index] = broker_ids
         if any(i not in replicas for i in range(len(replicas))):
             raise PlacementError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence")
-        return _Plan(topic.name, len(replicas), replicas[0], configs)
+        ordered = [replicas[i] for i in range(len(replicas))]
+        return _Plan(topic.name, len(ordered), len(ordered[0]), configs, ordered)
     if topic.replication_factor < -1 or topic.replication_factor == 0:
         raise PlacementError(
             ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value."
@@ -115,9 +129,14 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
     if topic.num_partitions < -1 or topic.num_partitions == 0:
         raise PlacementError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
     partitions = config.default_partitions if topic.num_partitions == -1 else topic.num_partitions
-    replication_factor = 1 if topic.replication_factor == -1 else topic.replication_factor
-    check_replication_factor(replication_factor)
-    return _Plan(topic.name, partitions, replication_factor, configs)
+    replication_factor = placement.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+    if partitions > MAX_RECORDS_PER_OPERATION:  # more than the record budget holds: checked, never placed
+        placement.place(0, replication_factor)
+        return _Plan(topic.name, partitions, replication_factor, configs, [])
+    placed = placement.place(partitions, replication_factor)
+    for p, ids in enumerate(placed):
+        placement.assignment_isr(ids, p, manual=False)
+    return _Plan(topic.name, partitions, replication_factor, configs, placed)
 
 
 def _success(ctx: RequestContext, plan: _Plan, topic_id: uuid.UUID) -> Any:
@@ -185,12 +204,17 @@ def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             answers.append(_success(ctx, entry, uuid.uuid4()))
         else:
             try:
-                created = ctx.broker.topics.create(entry.name, entry.partitions, entry.configs)
+                created = ctx.broker.topics.create(entry.name, entry.partitions, entry.configs, replicas=entry.replicas)
             except TopicError as exc:  # e.g. KAFKA_STORAGE_ERROR on a full disk
                 answers.append(_result(entry.name, exc.code, exc.message))
                 continue
             ctx.log.info(
-                "topic created", topic=created.name, topic_id=str(created.topic_id), partitions=created.partitions, configs=created.configs
+                "topic created",
+                topic=created.name,
+                topic_id=str(created.topic_id),
+                partitions=created.partitions,
+                replication_factor=entry.replication_factor,
+                configs=created.configs,
             )
             answers.append(_success(ctx, entry, created.topic_id))
     answers.extend(_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for name in duplicates)

@@ -1,4 +1,9 @@
-"""DescribeCluster v0-v1: the cluster id, this node as the only broker and as the controller.
+"""DescribeCluster v0-v2: the cluster id, the brokers with their racks, and a controller id.
+
+A lone broker lists itself. In a cluster (`--brokers N`) every live node is listed and a live
+node named as the controller (Kafka's brokers name a random live broker); fenced nodes (taken
+down) are left out unless v2's IncludeFencedBrokers asks for them, with IsFenced set, as
+KafkaApis.handleDescribeCluster does.
 
 Follows Kafka's AuthHelper.computeDescribeClusterResponse for a broker endpoint: asking a
 broker for the CONTROLLER endpoint type gets MISMATCHED_ENDPOINT_TYPE, an unknown type
@@ -11,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.apis.metadata import CLUSTER_OPERATIONS, brokers_of
+from broker.apis.metadata import CLUSTER_OPERATIONS, brokers_of, controller_id
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.security import authorize as authz
@@ -40,7 +45,7 @@ def _error(request: Any, code: ErrorCode, message: str | None = None) -> Any:
     )
 
 
-@api(ApiKey.DESCRIBE_CLUSTER, 0, 1, error_response=_error)
+@api(ApiKey.DESCRIBE_CLUSTER, 0, 2, error_response=_error)
 def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     wanted = request.endpoint_type if version >= 1 else BROKER_ENDPOINT
@@ -51,7 +56,12 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         code = ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE
         return _error(request, code, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER")
     broker = ctx.broker
-    node = broker.config.node_id
+    include_fenced = bool(request.include_fenced_brokers) if version >= 2 else False
+    fenced = broker.cluster.fenced if broker.cluster is not None else ()
+
+    def describe(node: int, host: str, port: int, rack: str | None) -> Any:
+        return _Broker(broker_id=node, host=host, port=port, rack=rack, is_fenced=node in fenced)
+
     return DescribeClusterResponse(
         version=version,
         throttle_time_ms=0,
@@ -59,8 +69,8 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=broker.cluster_id,
-        controller_id=node if broker.cluster is None else broker.cluster.node_ids[0],
-        brokers=brokers_of(broker, lambda n, h, p, r: _Broker(broker_id=n, host=h, port=p, rack=r), listener_name(ctx)),
+        controller_id=controller_id(broker),
+        brokers=brokers_of(broker, describe, listener_name(ctx), include_fenced),
         authorized_operations=_cluster_ops(ctx) if request.include_cluster_authorized_operations else None,
     )
 

@@ -24,8 +24,16 @@ first offset) overlapping the returned batches, from the segments' transaction i
 the client drops their records; markers (control batches) are returned as stored and skipped
 by clients, which advance their position past them, as with Kafka.
 
-last_fetched_epoch (v12+) is not checked: every batch here is of leader epoch 0, so a
-consumer's log never diverges from this broker's.
+last_fetched_epoch (v12+) is not checked: a consumer's log never diverges from the broker's
+(every node of a cluster shares one log).
+
+In a cluster (`--brokers N`), as in Kafka: a consumer's Fetch v11+ is served by any replica of
+the partition (a follower shares the leader's log here, so its high watermark is the leader's),
+older versions and non-replicas get NOT_LEADER_OR_FOLLOWER; from v16 that error and
+FENCED_LEADER_EPOCH carry KIP-951's CurrentLeader and the response NodeEndpoints. With
+`--replica-selector rack` (Kafka's RackAwareReplicaSelector), the leader sends a consumer whose
+rack_id holds an in-sync follower (and not the leader) to it: preferred_read_replica, no records,
+answered at once.
 """
 
 from __future__ import annotations
@@ -39,9 +47,11 @@ from typing import TYPE_CHECKING, Any
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.security import authorize as authz
+from broker.security.listeners import listener_name
 from protocol.apis import ApiKey
 from protocol.encode import I16, I32, I64, NO_TAGS, array_len, bytes_len, string
 from protocol.errors import ErrorCode
+from protocol.leader_discovery import Endpoint, leader_id_and_epoch, node_endpoints, tagged
 from storage.errors import OffsetOutOfRange
 from storage.log import LEADER_EPOCH
 from storage.segment import FileRange
@@ -51,6 +61,8 @@ if TYPE_CHECKING:
 
 _FLEXIBLE_FROM = 12
 _TOPIC_IDS_FROM = 13
+_FOLLOWER_FETCH_FROM = 11  # KafkaApis passes client metadata from v11: FetchParams.fetchOnlyLeader is false
+_LEADER_DISCOVERY_FROM = 16  # KafkaApis fills CurrentLeader and NodeEndpoints from v16
 _PARKED: weakref.WeakKeyDictionary[object, set[asyncio.Future[None]]] = weakref.WeakKeyDictionary()  # by node
 _EMPTY = b""
 _BASE_LEN = struct.Struct(">qi")
@@ -69,6 +81,8 @@ class _Partition:
     log_start_offset: int = -1
     records: Any = _EMPTY  # bytes, a memoryview or a FileRange (sent with sendfile)
     aborted: Any = None  # read_committed: [(producer id, first offset)]
+    preferred_read_replica: int = -1  # --replica-selector rack: the follower this consumer should fetch from
+    current_leader: tuple[int, int] | None = None  # KIP-951 (v16+): leader id and epoch
 
 
 @dataclass(slots=True)
@@ -78,7 +92,9 @@ class _Topic:
     partitions: list[_Partition]
 
 
-def encode_response(version: int, error: int, topics: list[_Topic], read_committed: bool) -> list[Any]:
+def encode_response(
+    version: int, error: int, topics: list[_Topic], read_committed: bool, endpoints: list[Endpoint] | None = None
+) -> list[Any]:
     """FetchResponse v4-v16 as a list of buffers (record sets are not copied)."""
     flex = version >= _FLEXIBLE_FROM
     head = [I32.pack(0)]  # throttle_time_ms
@@ -113,7 +129,7 @@ def encode_response(version: int, error: int, topics: list[_Topic], read_committ
                     if flex:
                         meta += NO_TAGS
             if version >= 11:
-                meta += I32.pack(-1)  # preferred_read_replica
+                meta += I32.pack(p.preferred_read_replica)
             records = p.records
             meta += bytes_len(len(records), flex)
             if records:
@@ -121,11 +137,12 @@ def encode_response(version: int, error: int, topics: list[_Topic], read_committ
                 out.append(records)
                 meta = bytearray()
             if flex:
-                meta += NO_TAGS
+                leader = p.current_leader if version >= _LEADER_DISCOVERY_FROM else None
+                meta += NO_TAGS if leader is None else tagged([(1, leader_id_and_epoch(*leader))])
         if flex:
             meta += NO_TAGS
     if flex:
-        meta += NO_TAGS
+        meta += tagged([(0, node_endpoints(endpoints))]) if endpoints and version >= _LEADER_DISCOVERY_FROM else NO_TAGS
     out.append(bytes(meta))
     return out
 
@@ -143,6 +160,8 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Topic]:
             [t.topic for t in request.topics] if not by_id else [x.name for t in request.topics if (x := topics_mgr.get_by_id(t.topic_id))]
         )
         readable = authz.filter_allowed(ctx, authz.Op.READ, authz.TOPIC, names)
+    rack = getattr(request, "rack_id", None) if version >= _FOLLOWER_FETCH_FROM else None
+    selector = broker.cluster is not None and broker.config.replica_selector == "rack" and bool(rack)
     for t in request.topics:
         if by_id:
             topic = topics_mgr.get_by_id(t.topic_id)
@@ -164,12 +183,45 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Topic]:
             elif log is None:
                 part.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif broker.cluster is not None:
-                part.error = broker.partition_check(topic.name, p.partition, part.leader_epoch)[0]
+                part.error = broker.partition_check(topic.name, p.partition, part.leader_epoch, version >= _FOLLOWER_FETCH_FROM)[0]
+                if not part.error and selector:
+                    part.preferred_read_replica = _preferred_read_replica(broker, topic.name, p.partition, rack)
             elif part.leader_epoch != -1 and part.leader_epoch != LEADER_EPOCH:
                 part.error = ErrorCode.FENCED_LEADER_EPOCH if part.leader_epoch < LEADER_EPOCH else ErrorCode.UNKNOWN_LEADER_EPOCH
             parts.append(part)
         out.append(_Topic(topic.name if topic is not None else getattr(t, "topic", None), getattr(t, "topic_id", None), parts))
     return out
+
+
+def _preferred_read_replica(broker: Any, topic: str, partition: int, rack: str) -> int:
+    """RackAwareReplicaSelector, on the leader only (ReplicaManager.findPreferredReadReplica): the
+    in-sync replicas in the consumer's rack; none, or the leader among them, keeps the leader
+    (-1). Every follower is caught up here, so the first such replica in replica order."""
+    cluster = broker.cluster
+    node = broker.config.node_id
+    state = cluster.partition(topic, partition)
+    if state is None or state.leader != node:
+        return -1
+    same_rack = [r for r in state.isr if cluster.alive(r) and cluster.racks.get(r) == rack]
+    if not same_rack or node in same_rack:
+        return -1
+    return next(r for r in state.replicas if r in same_rack)
+
+
+def _leader_discovery(ctx: RequestContext, topics: list[_Topic]) -> list[Endpoint]:
+    """KIP-951 (v16+): CurrentLeader on every NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+    partition, and the endpoints of the leaders named."""
+    cluster = ctx.broker.cluster
+    listener = listener_name(ctx)
+    endpoints: dict[int, Endpoint] = {}
+    for t in topics:
+        for p in t.partitions:
+            if p.error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) and t.name is not None:
+                leader, epoch, endpoint = cluster.current_leader(t.name, p.index, listener)
+                p.current_leader = (leader, epoch)
+                if endpoint is not None:
+                    endpoints[endpoint[0]] = endpoint
+    return list(endpoints.values())
 
 
 def _upper_bound(data: memoryview) -> int:
@@ -204,6 +256,12 @@ def _read(topics: list[_Topic], max_bytes: int, read_committed: bool = False, ra
                 p.records = _EMPTY
                 continue
             assert log is not None
+            if p.preferred_read_replica >= 0:  # sent to a follower: offsets, no records
+                p.high_watermark = log.high_watermark
+                p.last_stable_offset = log.last_stable_offset
+                p.log_start_offset = log.log_start_offset
+                p.records = _EMPTY
+                continue
             try:
                 lso = log.last_stable_offset if read_committed else None
                 if ranges:
@@ -261,12 +319,17 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     max_bytes = request.max_bytes
     ranges = ctx.broker.config.fetch_sendfile and ctx.conn.can_send_files
     total, errors, files = _read(topics, max_bytes, read_committed, ranges)
+    endpoints = None
     if errors:  # for the request metrics (broker/metrics/errors.py)
         ctx.errors = [p.error for t in topics for p in t.partitions if p.error]
-    if request.max_wait_ms <= 0 or total >= request.min_bytes or errors or not topics or not ctx.broker.accepting:
+        if version >= _LEADER_DISCOVERY_FROM and ctx.broker.cluster is not None:
+            endpoints = _leader_discovery(ctx, topics)
+    # A consumer sent to a preferred read replica is answered at once (ReplicaManager.fetchMessages).
+    redirected = ctx.broker.cluster is not None and any(p.preferred_read_replica >= 0 for t in topics for p in t.partitions)
+    if request.max_wait_ms <= 0 or total >= request.min_bytes or errors or redirected or not topics or not ctx.broker.accepting:
         if files:
             ctx.conn.files_in_response()
-        return encode_response(version, 0, topics, read_committed)
+        return encode_response(version, 0, topics, read_committed, endpoints)
     return _park(ctx, version, topics, max_bytes, request.min_bytes, total, request.max_wait_ms, read_committed, ranges)
 
 
@@ -331,9 +394,20 @@ async def _park(
         for log in logs.values():
             assert log is not None
             log.remove_waiter(on_append)
-    if _read(topics, max_bytes, read_committed, ranges)[2]:
+    endpoints = None
+    if broker.cluster is not None:  # leadership may have moved meanwhile (DelayedFetch checks it too)
+        for t in topics:
+            for p in t.partitions:
+                if not p.error and t.name is not None:
+                    p.error = broker.partition_check(t.name, p.index, p.leader_epoch, version >= _FOLLOWER_FETCH_FROM)[0]
+    _total, errors, files = _read(topics, max_bytes, read_committed, ranges)
+    if errors:
+        ctx.errors = [p.error for t in topics for p in t.partitions if p.error]
+        if broker.cluster is not None and version >= _LEADER_DISCOVERY_FROM:
+            endpoints = _leader_discovery(ctx, topics)
+    if files:
         ctx.conn.files_in_response()
-    return encode_response(version, 0, topics, read_committed)
+    return encode_response(version, 0, topics, read_committed, endpoints)
 
 
 def parked_fetches(broker: object) -> int:

@@ -51,15 +51,19 @@ def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def _node_of(broker: Any, key_type: int, key: str, listener: str | None = None) -> tuple[int, str, int]:
+def _node_of(broker: Any, key_type: int, key: str, listener: str | None = None) -> tuple[int, str, int] | None:
     """(node id, host, port) of the coordinator of `key`: this broker, or in a cluster the leader
-    of the key's `__consumer_offsets` / `__transaction_state` partition (addresses of `listener`)."""
+    of the key's `__consumer_offsets` / `__transaction_state` partition (addresses of `listener`);
+    None while that partition has no live leader (KafkaApis: COORDINATOR_NOT_AVAILABLE)."""
     cluster = broker.cluster
     if cluster is None:
         return broker.config.node_id, *advertised_for(broker, listener)
     coordinator = broker.coordinator if key_type == GROUP else broker.txn
     topic = "__consumer_offsets" if key_type == GROUP else coordinator.topic_name
-    node = cluster.node(cluster.leader(topic, coordinator.partition_for(key)))
+    leader = cluster.leader(topic, coordinator.partition_for(key))
+    if not cluster.alive(leader):
+        return None
+    node = cluster.node(leader)
     return node.config.node_id, *advertised_for(node, listener)
 
 
@@ -88,18 +92,21 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
             error = _authorized(ctx, key_type, key)
             if error is ErrorCode.NONE:
                 error = _lookup(ctx, key_type)
-            if error is ErrorCode.NONE:
-                node, host, port = _node_of(broker, key_type, key, listener_name(ctx))
+            found = _node_of(broker, key_type, key, listener_name(ctx)) if error is ErrorCode.NONE else None
+            if found is not None:
+                node, host, port = found
                 coordinators.append(_Coordinator(key=key, node_id=node, host=host, port=port, error_code=0, error_message=""))
             else:
+                error = error or ErrorCode.COORDINATOR_NOT_AVAILABLE
                 coordinators.append(_Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error, error_message=""))
         return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
     error = _authorized(ctx, key_type, request.key)
     if error is ErrorCode.NONE:
         error = _lookup(ctx, key_type)
-    if error is not ErrorCode.NONE:
-        return _error(request, error)
-    node, host, port = _node_of(broker, key_type, request.key, listener_name(ctx))
+    found = _node_of(broker, key_type, request.key, listener_name(ctx)) if error is ErrorCode.NONE else None
+    if found is None:
+        return _error(request, error or ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    node, host, port = found
     return FindCoordinatorResponse(
         version=version, throttle_time_ms=0, error_code=0, error_message="NONE", node_id=node, host=host, port=port
     )

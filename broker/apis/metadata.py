@@ -1,4 +1,10 @@
-"""Metadata v0-v12: this node, the cluster id, topics with ids, partitions led here.
+"""Metadata v0-v12: the live brokers with their racks, the cluster id, topics with ids, and each
+partition's leader, leader epoch, replicas, ISR and offline replicas.
+
+A lone broker leads every partition. In a cluster (`--brokers N`) the answer is the cluster's
+view (broker/cluster/), as Kafka's KRaftMetadataCache gives it: fenced brokers (nodes taken down)
+are left out of the broker list and listed as offline replicas; a partition without a leader
+has leader -1 and LEADER_NOT_AVAILABLE; the controller id is a live broker (-1 with none).
 
 Answers are cached as encoded bodies keyed by the request's raw bytes and version, and dropped
 whenever the topic set changes: a repeated Metadata request is answered before it is even
@@ -49,21 +55,21 @@ def partition_entries(broker_node: int, topic: Topic, cluster: Any = None) -> li
 
 
 def _cluster_partitions(cluster: Any, topic: Topic) -> list[Any]:
-    """Leaders spread over the cluster's nodes; every node a replica and in the ISR, leader first."""
-    ids = cluster.node_ids
+    """KRaftMetadataCache.partitionMetadata: replicas and ISR as the controller holds them, the
+    replicas of fenced nodes listed offline, LEADER_NOT_AVAILABLE without a leader."""
     out = []
+    alive = cluster.alive
     for p in range(topic.partitions):
-        leader = cluster.leader(topic.name, p)
-        replicas = [leader, *(n for n in ids if n != leader)]
+        state = cluster.replicas.get(topic, p)
         out.append(
             _Partition(
-                error_code=0,
+                error_code=0 if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
                 partition_index=p,
-                leader_id=leader,
-                leader_epoch=cluster.leader_epoch(topic.name, p),
-                replica_nodes=replicas,
-                isr_nodes=replicas,
-                offline_replicas=[],
+                leader_id=state.leader,
+                leader_epoch=state.leader_epoch,
+                replica_nodes=list(state.replicas),
+                isr_nodes=list(state.isr),
+                offline_replicas=[r for r in state.replicas if not alive(r)],
             )
         )
     return out
@@ -97,11 +103,20 @@ def _error(request: Any, code: ErrorCode) -> Any:
     )
 
 
-def brokers_of(broker: Any, make: Any, listener: str | None = None) -> list[Any]:
-    """Every node of the broker's cluster (itself alone without one), as `make(node_id, host, port, rack)`,
-    with the addresses of `listener` (the one the request came in on)."""
-    nodes = [broker] if broker.cluster is None else broker.cluster.nodes
-    return [make(n.config.node_id, *advertised_for(n, listener), None) for n in nodes]
+def brokers_of(broker: Any, make: Any, listener: str | None = None, include_fenced: bool = False) -> list[Any]:
+    """The live nodes of the broker's cluster (itself alone without one; with `include_fenced`
+    the fenced ones too), as `make(node_id, host, port, rack)`, with the addresses of `listener`
+    (the one the request came in on)."""
+    if broker.cluster is None:
+        nodes = [broker]
+    else:
+        nodes = broker.cluster.nodes if include_fenced else broker.cluster.alive_nodes()
+    return [make(n.config.node_id, *advertised_for(n, listener), n.config.broker_rack) for n in nodes]
+
+
+def controller_id(broker: Any) -> int:
+    """This node alone, or a live node of the cluster (Kafka names a random live broker)."""
+    return broker.config.node_id if broker.cluster is None else broker.cluster.controller_id()
 
 
 def _cache(broker: Any) -> dict[tuple[int, bytes], tuple[int, bytes, bool]]:
@@ -166,13 +181,12 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                     continue
             entries.append(_topic_entry(ctx, topic, include_topic_ops))
 
-    node = broker.config.node_id
     response = MetadataResponse(
         version=version,
         throttle_time_ms=0,
         brokers=brokers_of(broker, _Broker, listener_name(ctx)),
         cluster_id=broker.cluster_id,
-        controller_id=node if broker.cluster is None else broker.cluster.node_ids[0],
+        controller_id=controller_id(broker),
         topics=entries,
         authorized_operations=set(CLUSTER_OPERATIONS) if include_cluster_ops else None,
     )
@@ -261,13 +275,12 @@ def _authorized_metadata(ctx: RequestContext, request: Any, requested: Any, allo
         ops = set(authz.operations_or_all(ctx, authz.CLUSTER, CLUSTER_NAME)) if authz.cluster_allowed(ctx, authz.Op.DESCRIBE) else set()
     topics = unknown_ids + entries + denied_create + denied_describe
     ctx.errors = [e.error_code for e in topics if e.error_code] or None
-    node = broker.config.node_id
     return MetadataResponse(
         version=version,
         throttle_time_ms=0,
         brokers=brokers_of(broker, _Broker, listener_name(ctx)),
         cluster_id=broker.cluster_id,
-        controller_id=node if broker.cluster is None else broker.cluster.node_ids[0],
+        controller_id=controller_id(broker),
         topics=topics,
         authorized_operations=ops,
     )

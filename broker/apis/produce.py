@@ -15,6 +15,12 @@ the producer id and epoch must be the transactional id's current ones
 ongoing transaction (INVALID_TXN_STATE); a coordinator that cannot answer yet (loading,
 markers in flight) is NOT_ENOUGH_REPLICAS, which producers retry.
 
+In a cluster (`--brokers N`) a partition is written on its leader only: elsewhere it is
+NOT_LEADER_OR_FOLLOWER, which from v10 carries KIP-951's CurrentLeader (the leader's id and epoch)
+and the response NodeEndpoints (its address), so the client retries there without a Metadata
+round trip. With acks=all, an ISR smaller than min.insync.replicas (at most the replication
+factor) is NOT_ENOUGH_REPLICAS, nothing appended, as Kafka's Partition.appendRecordsToLeader.
+
 Unlike Kafka, an unknown topic is auto-created here when the broker allows it (Kafka answers
 UNKNOWN_TOPIC_OR_PARTITION and lets the client's next Metadata request create it).
 """
@@ -30,11 +36,13 @@ from broker.network.connection import CloseConnection
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.security import authorize as authz
+from broker.security.listeners import listener_name
 from broker.topics.catalog import INTERNAL_TOPICS
 from protocol import produce_codec
 from protocol.apis import ApiKey, request_class
 from protocol.encode import I16, I32, I64, NO_TAGS, array_len, string
 from protocol.errors import ErrorCode
+from protocol.leader_discovery import Endpoint, leader_id_and_epoch, node_endpoints, tagged
 from protocol.nullability import checker
 from protocol.records import COMPRESSION_MASK, LOG_OVERHEAD, MAGIC_OFFSET, TRANSACTIONAL_BIT
 from storage.errors import LogError, RecordErrors
@@ -55,10 +63,11 @@ class PartitionResult:
     log_start_offset: int = -1
     record_errors: list[tuple[int, str]] = field(default_factory=list)
     error_message: str | None = None
+    current_leader: tuple[int, int] | None = None  # KIP-951 (v10+): leader id and epoch
 
 
-def encode_response(version: int, topics: list[tuple[str, list[PartitionResult]]]) -> bytes:
-    """ProduceResponse v3-v11 bytes."""
+def encode_response(version: int, topics: list[tuple[str, list[PartitionResult]]], endpoints: list[Endpoint] | None = None) -> bytes:
+    """ProduceResponse v3-v11 bytes (from v10 with KIP-951's CurrentLeader and NodeEndpoints)."""
     flex = version >= _FLEXIBLE_FROM
     out = [array_len(len(topics), flex)]
     for name, parts in topics:
@@ -76,12 +85,13 @@ def encode_response(version: int, topics: list[tuple[str, list[PartitionResult]]
                         out.append(NO_TAGS)
                 out.append(string(p.error_message, flex))
             if flex:
-                out.append(NO_TAGS)
+                leader = p.current_leader if version >= 10 else None
+                out.append(NO_TAGS if leader is None else tagged([(0, leader_id_and_epoch(*leader))]))
         if flex:
             out.append(NO_TAGS)
     out.append(I32.pack(0))  # throttle_time_ms
     if flex:
-        out.append(NO_TAGS)
+        out.append(tagged([(0, node_endpoints(endpoints))]) if endpoints and version >= 10 else NO_TAGS)
     return b"".join(out)
 
 
@@ -157,6 +167,8 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
     appended: list[Any] = []
     failed = False
     out: list[tuple[str, list[PartitionResult]]] = []
+    cluster = broker.cluster
+    endpoints: dict[int, Endpoint] = {}
     writable = (
         None if authorizer is None else authz.filter_allowed(ctx, authz.Op.WRITE, authz.TOPIC, (td.name for td in request.topic_data))
     )
@@ -176,8 +188,13 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 res.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif log is None:
                 res.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif broker.cluster is not None and (code := broker.partition_check(name, pd.index)[0]):
+            elif cluster is not None and (code := broker.partition_check(name, pd.index)[0]):
                 res.error = code  # another node of the cluster leads it
+                if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and version >= 10:  # KIP-951
+                    leader, epoch, endpoint = cluster.current_leader(name, pd.index, listener_name(ctx))
+                    res.current_leader = (leader, epoch)
+                    if endpoint is not None:
+                        endpoints[endpoint[0]] = endpoint
             else:
                 code, batch = check_records(pd.records, version)
                 if code:
@@ -186,6 +203,9 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
                     res.error = ErrorCode.INVALID_REQUIRED_ACKS
                 elif name in INTERNAL_TOPICS and not internal_allowed:
                     res.error = ErrorCode.INVALID_TOPIC_EXCEPTION
+                elif cluster is not None and acks == -1 and _too_few_in_sync(cluster, topic, pd.index, broker.config):
+                    res.error = ErrorCode.NOT_ENOUGH_REPLICAS
+                    res.log_start_offset = log.log_start_offset  # as ReplicaManager answers it
                 else:
                     assert batch is not None
                     _append(log, batch, res, request.transactional_id, broker)
@@ -195,7 +215,18 @@ def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 failed = True
     if failed:  # for the request metrics (broker/metrics/errors.py)
         ctx.errors = [p.error for _name, parts in out for p in parts if p.error]
-    return _respond(acks, version, out, failed, appended, ctx)
+    return _respond(acks, version, out, failed, appended, ctx, list(endpoints.values()))
+
+
+def _too_few_in_sync(cluster: Any, topic: Any, partition: int, config: Any) -> bool:
+    """Partition.appendRecordsToLeader: fewer in-sync replicas than min.insync.replicas (capped at
+    the replication factor) refuse an acks=all write."""
+    state = cluster.partition(topic.name, partition)
+    if state is None or len(state.isr) >= len(state.replicas):
+        return False  # all in sync: no minimum can fail (the common case costs no config lookup)
+    from broker.config.topic_configs import effective_configs
+
+    return len(state.isr) < min(int(effective_configs(topic, config)["min.insync.replicas"]), len(state.replicas))
 
 
 _RETRY_LATER = (
@@ -242,23 +273,35 @@ def _append(log: Any, batch: memoryview, res: PartitionResult, transactional_id:
 
 
 def _respond(
-    acks: int, version: int, out: Any, failed: bool, appended: list[Any], ctx: RequestContext | None = None
+    acks: int,
+    version: int,
+    out: Any,
+    failed: bool,
+    appended: list[Any],
+    ctx: RequestContext | None = None,
+    endpoints: list[Endpoint] | None = None,
 ) -> bytes | Awaitable[bytes] | None:
     if acks == 0:
         if failed:
             raise CloseConnection("produce with acks=0 failed on a partition; closing so the client notices")
         return None
-    body = out if isinstance(out, bytes) else encode_response(version, out)
+    body = out if isinstance(out, bytes) else encode_response(version, out, endpoints)
     if ctx is None or not appended:
         return body
     logs = ctx.broker.logs
     waits = [w for w in (logs.wait_durable(log) for log in {id(log): log for log in appended}.values()) if w is not None]
     if not waits:
         return body
-    return _after_fsync(waits, body, version, out)
+    return _after_fsync(waits, body, version, out, endpoints)
 
 
-async def _after_fsync(waits: list[Awaitable[None]], body: bytes, version: int, out: list[tuple[str, list[PartitionResult]]]) -> bytes:
+async def _after_fsync(
+    waits: list[Awaitable[None]],
+    body: bytes,
+    version: int,
+    out: list[tuple[str, list[PartitionResult]]],
+    endpoints: list[Endpoint] | None = None,
+) -> bytes:
     """--fsync always: answer once the group commit covering these appends is done."""
     try:
         await asyncio.gather(*waits)
@@ -268,5 +311,5 @@ async def _after_fsync(waits: list[Awaitable[None]], body: bytes, version: int, 
                 if not p.error:
                     p.error = ErrorCode.KAFKA_STORAGE_ERROR
                     p.base_offset = p.log_append_time_ms = p.log_start_offset = -1
-        return encode_response(version, out)
+        return encode_response(version, out, endpoints)
     return body

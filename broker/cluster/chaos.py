@@ -15,6 +15,9 @@ Where Kafka is silent (it has no such tools) kaflet decides:
 - down "refuse" closes the listeners (new connections are refused) and every connection, as a
   stopped broker would; down "hang" keeps accepting but answers nothing (every connection is in a
   hole) until `up`. State (logs, groups) stays as it was: this is a network failure, not a restart.
+  In a cluster the node is fenced at once, as Kafka's controller fences a broker that stopped
+  (broker/cluster/cluster.py): it leaves the ISRs, its partitions elect other leaders; `up`
+  unfences it.
 - an error stack entry NONE lets that request through to its handler, as librdkafka's does.
 """
 
@@ -42,6 +45,10 @@ class ClusterControl(Protocol):
     state: object
 
     async def apply(self, op: str, params: dict[str, Any]) -> Any: ...
+
+    def node_down(self, node_id: int) -> Any: ...
+
+    async def node_up(self, node_id: int) -> Any: ...
 
 
 class ChaosTarget(Protocol):
@@ -274,6 +281,9 @@ class Chaos:
                 if conn.hole is None:
                     conn.enter_hole(faults_mod.DOWN)
         self._event("down", mode=mode, port=broker.bound_port)
+        cluster = broker.cluster
+        if cluster is not None and broker is not cluster.state:
+            cluster.node_down(broker.config.node_id)  # fenced: out of the ISRs, its leaderships elected away
 
     async def up(self) -> None:
         """Bring the broker back (on the same port)."""
@@ -284,6 +294,9 @@ class Chaos:
         if mode == "refuse":
             await broker.listen_again()
         self.faults.down = None
+        cluster = broker.cluster
+        if cluster is not None and broker is not cluster.state:
+            await cluster.node_up(broker.config.node_id)  # unfenced before answering again: back in the ISRs
         for conn in list(broker.connections):
             if conn.hole is faults_mod.DOWN:
                 conn.leave_hole()

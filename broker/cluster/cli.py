@@ -33,7 +33,10 @@ def _options(p: argparse.ArgumentParser, default: Callable[[Any], Any]) -> None:
 
 
 def _operations(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
-    sub.add_parser("state", help="list every rule, error stack, hole, the latency and whether the broker is down")
+    sub.add_parser(
+        "state",
+        help="list every rule, error stack, hole, the latency and whether the broker is down (a cluster: fenced nodes, moved leaders, offline partitions)",
+    )
     sub.add_parser("connections", help="list open client connections (peer, client id, hole)")
     rule = sub.add_parser("rule", help="answer matching requests with an error, a delay or a closed connection")
     rule.add_argument("--api", help="API name (Produce) or key (0); default: any")
@@ -63,13 +66,20 @@ def _operations(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> 
     restore.add_argument("id", type=int, nargs="?", metavar="ID")
     down = sub.add_parser("down", help="take the broker down")
     down.add_argument("--mode", choices=("refuse", "hang"), default="refuse", help="refuse connections, or accept and never answer")
-    down.add_argument("--failover", action="store_true", help="in a cluster: move its partition leaderships and coordinators to the others")
+    down.add_argument(
+        "--failover", action="store_true", help="in a cluster: also give the partitions it leaves without an in-sync replica another node"
+    )
     sub.add_parser("up", help="bring the broker back")
     sub.add_parser("clear", help="undo every rule, stack, latency and hole, and bring the broker up")
     move = sub.add_parser("move-leader", help="move a partition's leadership (cluster only); its leader epoch bumps")
     move.add_argument("topic", metavar="TOPIC")
     move.add_argument("partition", type=int, metavar="PARTITION")
-    move.add_argument("--to", type=int, metavar="NODE", help="node id (default: the next node)")
+    move.add_argument(
+        "--to",
+        type=int,
+        metavar="NODE",
+        help="node id (default: the next in-sync replica); a node that is not a replica takes the leader's place",
+    )
     coord = sub.add_parser("move-coordinator", help="move a group's __consumer_offsets partition (cluster only): its coordinator changes")
     coord.add_argument("group", nargs="?", metavar="GROUP", help="the group whose coordinator moves")
     coord.add_argument("--partition", type=int, help="or: this partition of __consumer_offsets")

@@ -1,23 +1,30 @@
 """Several brokers in one process and one event loop (`kaflet serve --brokers N`, `Cluster`).
 
-Replication is not simulated; leadership is. One headless state broker holds what belongs to the
-cluster (data dir, topics, partition logs, the group and transaction coordinators); N
-`ClusterNode`s each have their own node id, listener, advertised address, connections, faults
-and chaos, and reach the shared state through their state broker. A partition's leader is a
-pointer: by default partition p of topic t is led by node (crc32(t) + p) mod N (so are the
-`__consumer_offsets` partitions, whose leader is their groups' coordinator); `move_leader` moves
-it and bumps its leader epoch, `move_coordinator` moves an `__consumer_offsets` partition: its
+One headless state broker holds what belongs to the cluster (data dir, topics, partition logs,
+the group and transaction coordinators); N `ClusterNode`s each have their own node id, rack,
+listener, advertised address, connections, faults and chaos, and reach the shared state through
+their state broker. The data of a partition is stored once: replication is a view.
+
+What the cluster holds is what Kafka's controller holds, decided as it decides
+(broker/cluster/replicas.py): each partition's replicas (placed at creation by Kafka's striped,
+rack-aware placer, stored with the topic), its ISR, ELR and leader, and its leader epochs. A node
+taken down by chaos is fenced: it leaves every ISR and its partitions elect another leader among
+the in-sync replicas; a partition with none left is offline until one returns. A node brought
+back up rejoins the ISR of its partitions at once (it shares their log) and, as Kafka's periodic
+leader balancing does, leads its preferred partitions again after leader.imbalance.check.interval.
+The leader of an `__consumer_offsets` partition is its groups' coordinator: when it changes, the
 shard unloads (parked requests get NOT_COORDINATOR) and a new one loads from the log.
 
-Where Kafka is silent or kaflet decides:
-- every node is listed as a replica and in the ISR of every partition (leader first), so a
-  request with a stale leader epoch gets FENCED_LEADER_EPOCH from any node, as from a follower,
-  and one with the current epoch sent to a non-leader gets NOT_LEADER_OR_FOLLOWER;
-- leader epochs and their start offsets live in memory: a restarted cluster starts at epoch 0
-  with the default placement;
+Where Kafka is silent or kaflet decides (docs/decisions.md):
+- a node is fenced as soon as it is taken down, in either mode (Kafka: at once after a controlled
+  shutdown, after broker.session.timeout.ms for a crash or a hang);
+- leader epochs, ISRs and fenced nodes live in memory: a restarted cluster starts with every node
+  up, every replica in sync and the preferred replicas leading at epoch 0;
+- the internal topics have min(3, N) replicas (Kafka refuses to create them with fewer than
+  offsets.topic.replication.factor brokers);
 - the transaction coordinator of a transactional id is the leader of its `__transaction_state`
   partition; InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn sent elsewhere get
-  NOT_COORDINATOR; those partitions do not move (no transaction coordinator moves yet);
+  NOT_COORDINATOR; its state stays loaded when that leader changes;
 - request metrics count every node's requests together (one metrics listener, the state broker's).
 """
 
@@ -31,13 +38,18 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.cluster.replicas import NO_LEADER, LeaderChange, PartitionState, ReplicaStates
 from broker.runtime.errors import CoordinatorError
+from broker.security.listeners import advertised_for
 from broker.security.listeners import for_node as listeners_for_node
 from broker.server import Broker, host_port, serve_until_signalled
+from broker.topics.placement import Placement, UsableBroker
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.config import Config
+    from broker.topics.catalog import Topic, TopicManager
+    from storage.manager import LogManager
 
 log = structlog.get_logger("kaflet.cluster")
 
@@ -157,46 +169,129 @@ class ClusterNode(Broker):
 class Cluster:
     """`async with Cluster(config, brokers=3) as c:` serves on `c.bootstrap` (every node's address).
 
-    Node i (0-based) has node id config.node_id + i and listens on config.port + i (0: a free port each).
+    Node i (0-based) has node id config.node_id + i, listens on config.port + i (0: a free port
+    each) and is in rack i of --broker-rack (one rack for all, or one per node).
     """
 
     def __init__(self, config: Config | None = None, brokers: int = 3, **overrides: Any) -> None:
         if brokers < 1:
             raise ValueError("a cluster has at least one broker")
-        self.state = Broker(config, **overrides)
+        self.state = Broker(config, brokers=brokers, **overrides)
         self.state.headless = True
         self.state.cluster = self
         self.config = self.state.config
         base = self.config
+        racks = dataclasses.replace(base, brokers=brokers).broker_racks()
         self.nodes: list[ClusterNode] = []
         for i in range(brokers):
             port = base.port + i if base.port else 0
             advertised_port = base.advertised_port + i if base.advertised_port else None
             node_config = dataclasses.replace(
-                base, node_id=base.node_id + i, port=port, advertised_port=advertised_port, **listeners_for_node(base, i)
+                base,
+                node_id=base.node_id + i,
+                port=port,
+                advertised_port=advertised_port,
+                broker_rack=racks[i],
+                **listeners_for_node(base, i),
             )
             self.nodes.append(ClusterNode(self, node_config))
         self._by_id = {n.config.node_id: n for n in self.nodes}
         self._ids = [n.config.node_id for n in self.nodes]
-        self.leaders: dict[tuple[str, int], int] = {}  # moved partitions only
-        self.epochs: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (epoch, start offset) history of moved ones
-        self.generation = 0  # bumped at each move (metadata caches)
+        self.racks: dict[int, str | None] = {n.config.node_id: n.config.broker_rack for n in self.nodes}
+        self.fenced: set[int] = set()  # nodes taken down: out of every ISR, leading nothing
+        self.replicas: ReplicaStates  # made when the state broker opens its topics (attach)
+        self.generation = 0  # bumped at each change of leaders or ISRs (metadata caches)
+        self._moves: set[asyncio.Task[Any]] = set()  # coordinator shards moving after a change
+        self._fence_changes: dict[int, int] = {}  # node -> leaderships it lost when fenced
+        self._balancer: asyncio.Task[None] | None = None
 
-    # -- placement ----------------------------------------------------------------------------
+    # -- the metadata the cluster owns -----------------------------------------------------------
 
-    def default_leader(self, topic: str, partition: int) -> int:
-        return self._ids[(zlib.crc32(topic.encode()) + partition) % len(self._ids)]
+    def attach(self, topics: TopicManager, logs: LogManager) -> None:
+        """Called by the state broker once its topic catalog and logs exist, before anything is
+        created: placement, replicas and racks become the cluster's."""
+        from broker.config.topic_configs import effective_configs
+
+        config = self.config
+        topics.placement = Placement(self.usable_brokers, config.default_replication_factor)
+        topics.replicas_of = self._stored_replicas
+        topics.rack_of = self.racks.get
+        topics.on_deleted.append(lambda topic: self.replicas.forget(topic.name))
+
+        def log_end(topic: str, partition: int) -> int:
+            log_ = logs.get(topic, partition)
+            return log_.log_end_offset if log_ is not None else 0
+
+        def on_epoch(topic: str, partition: int, epoch: int) -> None:
+            log_ = logs.get(topic, partition)
+            if log_ is not None:
+                log_.leader_epoch = epoch  # batches appended from now on carry it
+                log_.wake_waiters()  # parked fetches answer now, from the new leader's point of view
+
+        self.replicas = ReplicaStates(
+            topics.replicas_of,
+            self.alive,
+            lambda topic: int(effective_configs(topic, config)["min.insync.replicas"]),
+            lambda topic: bool(effective_configs(topic, config)["unclean.leader.election.enable"]),
+            log_end,
+            on_epoch,
+        )
+
+    def _stored_replicas(self, topic: Topic, partition: int) -> list[int]:
+        if topic.replicas is not None and partition < len(topic.replicas):
+            return topic.replicas[partition]
+        # A topic stored without an assignment (an older data dir): one replica, spread by name.
+        return [self._ids[(zlib.crc32(topic.name.encode()) + partition) % len(self._ids)]]
+
+    def usable_brokers(self) -> list[UsableBroker]:
+        return [UsableBroker(n, self.racks[n], n in self.fenced) for n in self._ids]
+
+    def alive(self, node_id: int) -> bool:
+        """Registered and not fenced."""
+        return node_id in self._by_id and node_id not in self.fenced
+
+    def alive_nodes(self) -> list[ClusterNode]:
+        return [n for n in self.nodes if n.config.node_id not in self.fenced]
+
+    def controller_id(self) -> int:
+        """What Metadata and DescribeCluster name as the controller: Kafka's brokers name a random
+        live broker; kaflet the first live one (the same in every answer), -1 with none."""
+        return next((n for n in self._ids if n not in self.fenced), -1)
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        """A partition's replicas, ISR, ELR, leader and leader epoch (None: no such partition)."""
+        found = self.state.topics.get(topic)
+        if found is None or not 0 <= partition < found.partitions:
+            return None
+        return self.replicas.get(found, partition)
 
     def leader(self, topic: str, partition: int) -> int:
-        moved = self.leaders.get((topic, partition))
-        return moved if moved is not None else self.default_leader(topic, partition)
+        state = self.partition(topic, partition)
+        return state.leader if state is not None else NO_LEADER
 
     def leader_epoch(self, topic: str, partition: int) -> int:
-        history = self.epochs.get((topic, partition))
-        return history[-1][0] if history else 0
+        state = self.partition(topic, partition)
+        return state.leader_epoch if state is not None else 0
 
     def epoch_history(self, topic: str, partition: int) -> list[tuple[int, int]]:
-        return self.epochs.get((topic, partition)) or [(0, 0)]
+        state = self.partition(topic, partition)
+        return state.epochs if state is not None else [(0, 0)]
+
+    def current_leader(self, topic: str, partition: int, listener: str | None) -> tuple[int, int, tuple[int, str, int, str | None] | None]:
+        """KIP-951 (KafkaApis.getCurrentLeader): a partition's leader id and epoch, and the leader's
+        endpoint on `listener` while it is up (None otherwise)."""
+        state = self.partition(topic, partition)
+        if state is None:
+            return NO_LEADER, -1, None
+        if not self.alive(state.leader):
+            return state.leader, state.leader_epoch, None
+        node = self._by_id[state.leader]
+        host, port = advertised_for(node, listener)
+        return state.leader, state.leader_epoch, (state.leader, host, port, node.config.broker_rack)
+
+    def racks_of(self, topic: str, partition: int) -> frozenset[str]:
+        """The racks of a partition's replicas (the topic catalog's racks_of)."""
+        return self.state.topics.racks_of(topic, partition)
 
     def node(self, node_id: int) -> ClusterNode:
         try:
@@ -208,23 +303,57 @@ class Cluster:
     def node_ids(self) -> list[int]:
         return list(self._ids)
 
-    # -- moves ----------------------------------------------------------------------------------
+    # -- changes ------------------------------------------------------------------------------
 
     def move_leader(self, topic: str, partition: int, node_id: int | None = None) -> dict[str, Any]:
-        """Move a partition's leadership (to `node_id`, or the next node); its leader epoch bumps."""
-        log_ = self.state.logs.get(topic, partition)
-        if log_ is None:
+        """Move a partition's leadership to `node_id` (default: the next in-sync replica, or the
+        next live node when it has no other); its leader epoch bumps. A node that is not a
+        replica takes the leader's place among them (a reassignment, kept with the topic)."""
+        found = self.state.topics.get(topic)
+        if found is None or not 0 <= partition < found.partitions or self.state.logs.get(topic, partition) is None:
             raise KeyError(f"no partition {topic}-{partition}")
-        old = self.leader(topic, partition)
-        new = self._next(old) if node_id is None else self.node(node_id).config.node_id
-        history = self.epochs.setdefault((topic, partition), [(0, 0)])
-        epoch = history[-1][0] + 1
-        history.append((epoch, log_.log_end_offset))
-        log_.leader_epoch = epoch  # batches appended from now on carry it
-        self.leaders[(topic, partition)] = new
-        self._moved()
-        log.info("leader moved", topic=topic, partition=partition, old=old, new=new, leader_epoch=epoch)
-        return {"topic": topic, "partition": partition, "old_leader": old, "leader": new, "leader_epoch": epoch}
+        state = self.replicas.get(found, partition)
+        old = state.leader
+        if node_id is None:
+            new = self._next_replica(state)
+        else:
+            new = self.node(node_id).config.node_id
+            if not self.alive(new):
+                raise KeyError(f"broker {new} is down: it cannot lead")
+        if found.name == OFFSETS_TOPIC and self.state.coordinator is not None:
+            self.state.coordinator.flush_appends()  # under the old leader epoch
+        replicas_before = list(state.replicas)
+        change = self.replicas.move(found, partition, new)
+        if state.replicas != replicas_before:
+            self._store_replicas(found, partition, state.replicas)
+        self._changed([change], "leader moved")
+        return {"topic": topic, "partition": partition, "old_leader": old, "leader": new, "leader_epoch": change.leader_epoch}
+
+    def _next_replica(self, state: PartitionState) -> int:
+        """The live in-sync replica after the leader in replica order, else the next live node."""
+        if state.leader in state.replicas:
+            i = state.replicas.index(state.leader)
+            order = state.replicas[i + 1 :] + state.replicas[:i]
+        else:
+            order = list(state.replicas)
+        for r in order:
+            if r in state.isr and self.alive(r) and r != state.leader:
+                return r
+        start = state.leader if state.leader in self._by_id else state.replicas[0]
+        for r in self._after(start):
+            if self.alive(r):
+                return r
+        raise KeyError("no live broker can lead it")
+
+    def _after(self, node_id: int) -> list[int]:
+        """Every other node id, in order after `node_id` (cyclic)."""
+        i = self._ids.index(node_id) if node_id in self._ids else -1
+        return self._ids[i + 1 :] + self._ids[: max(i, 0)]
+
+    def _store_replicas(self, topic: Topic, partition: int, replicas: list[int]) -> None:
+        current = [list(self._stored_replicas(topic, p)) for p in range(topic.partitions)]
+        current[partition] = list(replicas)
+        self.state.topics.set_replicas(topic.name, current)
 
     async def move_coordinator(self, partition: int, node_id: int | None = None) -> dict[str, Any]:
         """Move an `__consumer_offsets` partition: its groups' coordinator changes. The old shard
@@ -233,49 +362,123 @@ class Cluster:
         assert coordinator is not None
         if not 0 <= partition < len(coordinator.shards):
             raise KeyError(f"no partition {OFFSETS_TOPIC}-{partition}")
-        coordinator.flush_appends()  # under the old leader epoch
         moved = self.move_leader(OFFSETS_TOPIC, partition, node_id)
-        shard = await coordinator.runtime.move(partition)
-        log.info(
-            "coordinator moved",
-            partition=partition,
-            old=moved["old_leader"],
-            new=moved["leader"],
-            groups=len(shard.groups) + len(shard.consumer_groups),
-        )
+        await self.settled()
         return moved
 
+    def node_down(self, node_id: int) -> list[LeaderChange]:
+        """A node was taken down: Kafka's controller fences it (handleBrokerFenced). It leaves
+        every ISR; the partitions it led elect another leader, or go offline."""
+        if node_id in self.fenced or node_id not in self._by_id:
+            return []
+        if self.state.coordinator is not None and self.state.coordinator.active:
+            self.state.coordinator.flush_appends()  # under the old leader epochs
+        topics = self.state.topics.topics.values()
+        for _ in self.replicas.all(topics):  # every partition's state as it was while the node was up
+            pass
+        self.fenced.add(node_id)
+        changes = self.replicas.fence(node_id, topics)
+        self._fence_changes[node_id] = sum(1 for c in changes if c.old_leader == node_id and c.leader != NO_LEADER)
+        self._changed(changes, "broker fenced", node=node_id)
+        return changes
+
+    async def node_up(self, node_id: int) -> list[LeaderChange]:
+        """A node came back: unfenced, it rejoins the ISRs and may lead leaderless partitions."""
+        if node_id not in self.fenced:
+            return []
+        self.fenced.discard(node_id)
+        self._fence_changes.pop(node_id, None)
+        changes = self.replicas.unfence(node_id, self.state.topics.topics.values())
+        self._changed(changes, "broker unfenced", node=node_id)
+        await self.settled()
+        return changes
+
     async def fail_over(self, node_id: int) -> dict[str, Any]:
-        """What Kafka's controller does when a broker dies: every partition it leads (and every
-        `__consumer_offsets` partition, so its groups' coordinators) moves to the next node."""
+        """kaflet's failover of a node taken down: every partition it was the last in-sync replica
+        of gets another live node in its place among the replicas (a reassignment that completes at
+        once, the data being shared), so no partition stays offline. Partitions with another
+        in-sync replica elected one when the node was fenced."""
         self.node(node_id)
-        if len(self._ids) < 2:
-            return {"moved": 0}
-        moved = 0
-        for topic in list(self.state.topics.topics.values()):
-            for p in range(topic.partitions):
-                if self.leader(topic.name, p) != node_id:
-                    continue
-                if topic.name == OFFSETS_TOPIC:
-                    await self.move_coordinator(p)
-                else:
-                    self.move_leader(topic.name, p)
-                moved += 1
-        return {"moved": moved}
+        self.node_down(node_id)
+        moved = self._fence_changes.get(node_id, 0)
+        reassigned: list[LeaderChange] = []
+        for topic, p, state in list(self.replicas.all(self.state.topics.topics.values())):
+            if node_id not in state.replicas or state.online:
+                continue
+            new = next((n for n in self._after(node_id) if self.alive(n) and n not in state.replicas), None)
+            if new is None:
+                continue
+            change = self.replicas.reassign(topic, p, node_id, new)
+            self._store_replicas(topic, p, state.replicas)
+            if change is not None:
+                reassigned.append(change)
+        self._changed(reassigned, "partitions reassigned", node=node_id)
+        await self.settled()
+        return {"moved": moved + len(reassigned)}
 
-    def coordinator_of(self, group_id: str) -> tuple[int, int]:
-        """(partition of `__consumer_offsets`, node id) of a group's coordinator."""
-        assert self.state.coordinator is not None
-        partition = self.state.coordinator.partition_for(group_id)
-        return partition, self.leader(OFFSETS_TOPIC, partition)
+    def elect_preferred_leaders(self) -> list[LeaderChange]:
+        """Kafka's leader balancing (auto.leader.rebalance.enable): every partition whose preferred
+        replica (the first) is in sync and up but does not lead gets it back as leader."""
+        changes = []
+        for topic, p, state in list(self.replicas.all(self.state.topics.topics.values())):
+            if state.leader != state.replicas[0]:
+                change = self.replicas.elect_preferred(topic, p)
+                if change is not None:
+                    changes.append(change)
+        self._changed(changes, "preferred leaders elected")
+        return changes
 
-    def _next(self, node_id: int) -> int:
-        return self._ids[(self._ids.index(node_id) + 1) % len(self._ids)]
+    async def _balance_leaders(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            self.elect_preferred_leaders()
 
-    def _moved(self) -> None:
+    def _changed(self, changes: list[LeaderChange], event: str, **fields: Any) -> None:
+        """Leaders or ISRs changed: metadata caches go; coordinator shards whose partition changed
+        leader move (in the background: `settled()` waits for them)."""
         self.generation += 1
         for node in self.nodes:
             node.__dict__.pop("_metadata_cache", None)
+        coordinator = self.state.coordinator
+        for change in changes:
+            log.info(
+                "leader changed",
+                topic=change.topic,
+                partition=change.partition,
+                old=change.old_leader,
+                new=change.leader,
+                leader_epoch=change.leader_epoch,
+                reason=event,
+            )
+            if change.topic == OFFSETS_TOPIC and coordinator is not None and coordinator.active:
+                task = asyncio.get_running_loop().create_task(self._move_shard(change))
+                self._moves.add(task)
+                task.add_done_callback(self._moves.discard)
+        if fields or changes:
+            log.info(event, leaders_changed=len(changes), **fields)
+
+    async def _move_shard(self, change: LeaderChange) -> None:
+        coordinator = self.state.coordinator
+        assert coordinator is not None
+        shard = await coordinator.runtime.move(change.partition)
+        log.info(
+            "coordinator moved",
+            partition=change.partition,
+            old=change.old_leader,
+            new=change.leader,
+            groups=len(shard.groups) + len(shard.consumer_groups),
+        )
+
+    async def settled(self) -> None:
+        """Wait until every coordinator shard moved by a change has loaded."""
+        while self._moves:
+            await asyncio.gather(*list(self._moves), return_exceptions=True)
+
+    def coordinator_of(self, group_id: str) -> tuple[int, int]:
+        """(partition of `__consumer_offsets`, node id) of a group's coordinator (-1: none)."""
+        assert self.state.coordinator is not None
+        partition = self.state.coordinator.partition_for(group_id)
+        return partition, self.leader(OFFSETS_TOPIC, partition)
 
     # -- the control API's entry (broker/cluster/chaos.py, control.py) --------------------------
 
@@ -312,17 +515,22 @@ class Cluster:
                 result = await self.move_coordinator(partition or 0, node)
             elif op == "state" and "node" not in params:
                 self._no_more(op, params)
+                states = list(self.replicas.states.items())
                 return {
                     "nodes": {str(n.config.node_id): n.chaos.state() for n in self.nodes},
+                    "fenced": sorted(self.fenced),
                     "moved_leaders": [
-                        {"topic": t, "partition": p, "leader": n, "leader_epoch": self.leader_epoch(t, p)}
-                        for (t, p), n in self.leaders.items()
+                        {"topic": t, "partition": p, "leader": s.leader, "leader_epoch": s.leader_epoch}
+                        for (t, p), s in states
+                        if s.leader_epoch > 0
                     ],
+                    "offline": [{"topic": t, "partition": p} for (t, p), s in states if not s.online],
                 }
             elif op == "down" and params.pop("failover", False):
                 node = int_param("node")
-                result = {"down": (await self.node(node or 0).chaos.apply("down", params))["down"], **(await self.fail_over(node or 0))}
-                return result
+                target = self.node(node or 0)
+                down = (await target.chaos.apply("down", params))["down"]
+                result = {"down": down, **(await self.fail_over(target.config.node_id))}
             elif op == "clear" and "node" not in params:
                 self._no_more(op, params)
                 for n in self.nodes:
@@ -369,6 +577,10 @@ class Cluster:
         except BaseException:
             await self.stop()
             raise
+        config = self.config
+        if config.auto_leader_rebalance_enable and len(self.nodes) > 1:
+            interval = config.leader_imbalance_check_interval_seconds
+            self._balancer = asyncio.get_running_loop().create_task(self._balance_leaders(interval))
         log.info(
             "broker ready",
             bootstrap=self.bootstrap,
@@ -380,6 +592,9 @@ class Cluster:
         )
 
     async def stop(self) -> None:
+        if self._balancer is not None:
+            self._balancer.cancel()
+        await self.settled()
         for node in self.nodes:
             node.stop_accepting()
         await self.state.stop()  # coordinators first: parked JoinGroup/SyncGroup get NOT_COORDINATOR

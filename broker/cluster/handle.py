@@ -41,7 +41,7 @@ class ChaosHandle:
         return ChaosHandle(lambda op, params: self.apply(op, {**params, "node": node_id}))
 
     def move_leader(self, topic: str, partition: int, node: int | None = None) -> dict[str, Any]:
-        """Move a partition's leadership to `node` (default: the next node); its leader epoch bumps."""
+        """Move a partition's leadership to `node` (default: the next in-sync replica); its leader epoch bumps."""
         return self.apply("move_leader", _params(topic=topic, partition=partition, node=node))  # type: ignore[no-any-return]
 
     def move_coordinator(self, *, group: str | None = None, partition: int | None = None, node: int | None = None) -> dict[str, Any]:
@@ -83,7 +83,8 @@ class ChaosHandle:
         return self.apply("restore", _params(id=hole_id))  # type: ignore[no-any-return]
 
     def down(self, mode: str = "refuse", *, failover: bool = False) -> dict[str, Any]:
-        """Take the broker down; in a cluster `failover=True` also moves its leaderships and coordinators away."""
+        """Take the broker down (in a cluster it is fenced: out of the ISRs, its leaderships elected away);
+        `failover=True` also reassigns the partitions it leaves without an in-sync replica."""
         return self.apply("down", {"mode": mode, **({"failover": True} if failover else {})})  # type: ignore[no-any-return]
 
     def up(self) -> dict[str, Any]:

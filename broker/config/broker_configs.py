@@ -78,6 +78,14 @@ def _advertised(broker: DescribedBroker) -> str:
     return f"PLAINTEXT://{broker.advertised_host}:{broker.advertised_port}"
 
 
+def _replica_selector(broker: DescribedBroker) -> str | None:
+    return "org.apache.kafka.common.replica.RackAwareReplicaSelector" if broker.config.replica_selector == "rack" else None
+
+
+def _internal_replicas(broker: DescribedBroker) -> int:
+    return min(3, broker.config.brokers)
+
+
 _OWN: tuple[BrokerConfigDef, ...] = (
     BrokerConfigDef("node.id", T.INT, _field("node_id"), "This node's id (--node-id).", ("node_id",)),
     BrokerConfigDef("broker.id", T.INT, _field("node_id"), "This broker's id; the same as node.id.", ("node_id",)),
@@ -86,11 +94,16 @@ _OWN: tuple[BrokerConfigDef, ...] = (
     BrokerConfigDef("advertised.listeners", T.LIST, lambda b: _advertised(b).split(","), "Address clients are told to connect to (--advertised-host, --advertised-port).", ("advertised_host", "advertised_port")),
     BrokerConfigDef("log.dirs", T.LIST, lambda b: [str(b.datadir.path) if b.datadir else b.config.data_dir], "Directory holding topics, logs and metadata (--data-dir).", ("data_dir",)),
     BrokerConfigDef("num.partitions", T.INT, _field("default_partitions"), "Partitions of auto-created topics, and of topics created with num_partitions -1 (--default-partitions).", ("default_partitions",)),
-    BrokerConfigDef("default.replication.factor", T.INT, _const(1), "Replication factor of topics created with replication_factor -1; always 1 on a single node.", default=1),
+    BrokerConfigDef("default.replication.factor", T.INT, _field("default_replication_factor"), "Replication factor of auto-created topics and of topics created with replication_factor -1 (--default-replication-factor).", ("default_replication_factor",)),
+    BrokerConfigDef("broker.rack", T.STRING, _field("broker_rack"), "This broker's rack (--broker-rack).", ("broker_rack",)),
+    BrokerConfigDef("replica.selector.class", T.CLASS, _replica_selector, "How a leader picks the replica a consumer fetches from: none (the leader), or Kafka's RackAwareReplicaSelector (--replica-selector rack).", ("replica_selector",)),
+    BrokerConfigDef("auto.leader.rebalance.enable", T.BOOLEAN, _field("auto_leader_rebalance_enable"), "Whether preferred replicas lead again once back in sync (--auto-leader-rebalance-enable).", ("auto_leader_rebalance_enable",)),
+    BrokerConfigDef("leader.imbalance.check.interval.seconds", T.LONG, _field("leader_imbalance_check_interval_seconds"), "How often leaders are balanced (--leader-imbalance-check-interval-seconds).", ("leader_imbalance_check_interval_seconds",)),
     BrokerConfigDef("auto.create.topics.enable", T.BOOLEAN, _field("auto_create_topics"), "Whether Metadata and Produce create unknown topics (--auto-create-topics).", ("auto_create_topics",)),
     BrokerConfigDef("delete.topic.enable", T.BOOLEAN, _const(True), "Topics can be deleted.", default=True),
     BrokerConfigDef("offsets.topic.num.partitions", T.INT, _field("offsets_partitions"), "Partitions of __consumer_offsets, fixed per data dir (--offsets-partitions).", ("offsets_partitions",)),
-    BrokerConfigDef("offsets.topic.replication.factor", T.SHORT, _const(1), "Replication factor of __consumer_offsets; always 1 on a single node.", default=1),
+    BrokerConfigDef("offsets.topic.replication.factor", T.SHORT, _internal_replicas, "Replication factor of __consumer_offsets: 3, or every broker of a smaller cluster.", default=1),
+    BrokerConfigDef("transaction.state.log.replication.factor", T.SHORT, _internal_replicas, "Replication factor of __transaction_state: 3, or every broker of a smaller cluster.", default=1),
     BrokerConfigDef("offsets.topic.segment.bytes", T.INT, _field("offsets_topic_segment_bytes"), "Segment size of __consumer_offsets.", ("offsets_topic_segment_bytes",)),
     BrokerConfigDef("offsets.retention.minutes", T.INT, _field("offsets_retention_minutes"), "How long committed offsets of an empty group are kept.", ("offsets_retention_minutes",)),
     BrokerConfigDef("offsets.retention.check.interval.ms", T.LONG, _field("offsets_retention_check_interval_ms"), "How often expired offsets are looked for.", ("offsets_retention_check_interval_ms",)),
@@ -228,8 +241,8 @@ def _default_of(definition: BrokerConfigDef, broker: DescribedBroker) -> str | N
         # Derived from several settings (listeners, advertised.listeners): no single default.
         return None
     field_name = definition.config_fields[0]
-    if field_name == "data_dir":
-        return None  # a path relative to wherever kaflet was started
+    if field_name in ("data_dir", "replica_selector"):
+        return None  # a path relative to wherever kaflet was started; no selector class (Kafka's null)
     default = config_default(field_name)
     if default is None:
         return None

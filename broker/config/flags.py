@@ -41,6 +41,8 @@ KAFKA_DEFAULTS: dict[str, Any] = {
 # The port of the metrics endpoint when none is given: `kaflet serve` binds this one, an
 # embedded Broker (no CLI) a free one, so that embedding never collides with a running broker.
 SERVE_METRICS_PORT = 9644
+# The longest rack name --broker-rack takes (Kafka sets no bound; every Metadata answer carries it).
+MAX_RACK_LENGTH = 255
 
 
 class ConfigError(ValueError):
@@ -175,6 +177,22 @@ class Config:
     )
     # Chaos (issue 15): the control API lets anyone who reaches the metrics listener break the broker.
     brokers: int = _opt(1, "brokers in this process, one event loop (node ids from --node-id, ports from --port up, 0: free ones)")
+    # The cluster (docs/cluster.md; Kafka's names).
+    broker_rack: str | None = _opt(
+        None, "broker.rack: this broker's rack; with --brokers N one per node, comma-separated (r1,r2,r3), or one for all"
+    )
+    default_replication_factor: int = _opt(1, "default.replication.factor: replicas of auto-created topics and of replication factor -1")
+    auto_leader_rebalance_enable: bool = _opt(
+        True, "auto.leader.rebalance.enable: with --brokers N, preferred replicas lead again once back in sync"
+    )
+    leader_imbalance_check_interval_seconds: int = _opt(300, "leader.imbalance.check.interval.seconds: how often leaders are balanced")
+    replica_selector: str = _opt(
+        "none",
+        "replica.selector.class: none (consumers fetch from leaders), or rack (Kafka's RackAwareReplicaSelector:"
+        " a consumer whose client.rack holds a follower is sent to it)",
+        None,
+        ("none", "rack"),
+    )
     control: bool = _opt(False, "serve the chaos control API (/control/...) on the metrics listener; off by default")
     # Page cache of the logs (issue 17): not a Kafka setting; Kafka leaves every written page to the OS.
     log_page_cache_bytes: int = _opt(
@@ -328,6 +346,11 @@ class Config:
             raise ConfigError(f"{names('log_page_cache_bytes')} must be at least 0 (0: the OS decides)")
         if not 1 <= self.brokers <= 64:
             raise ConfigError(f"{names('brokers')} must be between 1 and 64")
+        self.broker_racks()
+        if self.leader_imbalance_check_interval_seconds < 1:
+            raise ConfigError(f"{names('leader_imbalance_check_interval_seconds')} must be at least 1")
+        if not 1 <= self.default_replication_factor <= 32767:
+            raise ConfigError(f"{names('default_replication_factor')} must be between 1 and 32767")
         if self.metrics_max_connections < 1:
             raise ConfigError(f"{names('metrics_max_connections')} must be at least 1")
         if self.connections_max_reauth_ms < 0:
@@ -346,6 +369,20 @@ class Config:
         if self.control and not self.metrics:
             raise ConfigError(f"{names('control')} is served on the metrics listener: it needs {names('metrics')}")
         self._validate_consumer_groups()
+
+    def broker_racks(self) -> list[str | None]:
+        """The rack of each of the --brokers nodes (None: no rack). ConfigError unless
+        --broker-rack names one rack, or one per node."""
+        if self.broker_rack is None:
+            return [None] * self.brokers
+        racks = [r.strip() for r in self.broker_rack.split(",")]
+        if any(not r for r in racks) or any(len(r) > MAX_RACK_LENGTH for r in racks):
+            raise ConfigError(f"{names('broker_rack')} must name racks of 1 to {MAX_RACK_LENGTH} characters, comma-separated")
+        if len(racks) == 1:
+            return racks * self.brokers
+        if len(racks) != self.brokers:
+            raise ConfigError(f"{names('broker_rack')} names {len(racks)} racks for {self.brokers} brokers: give one, or one per broker")
+        return list(racks)
 
     @property
     def consumer_protocol_enabled(self) -> bool:

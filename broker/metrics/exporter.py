@@ -8,9 +8,13 @@ maps here:
 - Topics: every topic of a full Metadata answer. sarama keeps internal topics in its
   metadata and the default filters match them, so `__consumer_offsets` is exported too.
 - `kafka_topic_partition_current_offset`: ListOffsets latest = the high watermark;
-  `_oldest_offset`: ListOffsets earliest = the log start offset. One broker leads every
+  `_oldest_offset`: ListOffsets earliest = the log start offset. A lone broker leads every
   partition: leader = node id, replicas = in-sync replicas = 1, leader is preferred (1), never
-  under-replicated (0).
+  under-replicated (0). In a cluster (`--brokers N`) `kafka_brokers` and `kafka_broker_info`
+  count the live brokers (Metadata's), and each partition has its leader, its number of replicas
+  and of in-sync replicas, whether its first replica leads and whether its ISR is short; a
+  partition without a leader has no leader and no offset series (the exporter's Leader and
+  GetOffset fail for it).
 - Groups: those ListGroups returns, i.e. every group of every loaded coordinator shard, simple
   groups (offsets only) included. While any shard loads, ListGroups fails with
   COORDINATOR_LOAD_IN_PROGRESS and the exporter emits no group series for that scrape: neither
@@ -66,10 +70,13 @@ def render(broker: MetricsSource, group_metrics: bool = True) -> str:
     """The kafka_* families in Prometheus text format 0.0.4."""
     out: list[str] = []
     node = str(broker.config.node_id)
+    cluster = getattr(broker, "cluster", None)
+    brokers = [(node, broker.bootstrap)] if cluster is None else [(str(n.config.node_id), n.bootstrap) for n in cluster.alive_nodes()]
     _header(out, "kafka_brokers", "Number of brokers in the Kafka cluster.")
-    out.append("kafka_brokers 1\n")
+    out.append(f"kafka_brokers {len(brokers)}\n")
     _header(out, "kafka_broker_info", "Information about the Kafka broker.")
-    out.append(f'kafka_broker_info{{address="{label_value(broker.bootstrap)}",id="{node}"}} 1\n')
+    for node_id, address in brokers:
+        out.append(f'kafka_broker_info{{address="{label_value(address)}",id="{node_id}"}} 1\n')
 
     topic_lines: list[str] = []
     per_partition: dict[str, list[str]] = {
@@ -92,18 +99,28 @@ def render(broker: MetricsSource, group_metrics: bool = True) -> str:
         for p in range(topic.partitions):
             labels = f'{{partition="{p}",topic="{label}"}}'
             plog = logs.get(name, p)
-            per_partition["leader"].append(f"kafka_topic_partition_leader{labels} {node}\n")
-            if plog is not None and not plog.closed:
+            if cluster is None:
+                leader, replicas, in_sync, preferred = node, 1, 1, 1
+            else:
+                state = cluster.partition(name, p)
+                leader = str(state.leader) if state is not None and state.leader >= 0 else ""
+                replicas = len(state.replicas) if state is not None else 0
+                in_sync = len(state.isr) if state is not None else 0
+                preferred = 1 if leader and state is not None and state.replicas[0] == state.leader else 0
+            if leader:
+                per_partition["leader"].append(f"kafka_topic_partition_leader{labels} {leader}\n")
+            if plog is not None and not plog.closed and leader:
                 hw = plog.high_watermark
                 per_partition["current_offset"].append(f"kafka_topic_partition_current_offset{labels} {hw}\n")
                 per_partition["oldest_offset"].append(f"kafka_topic_partition_oldest_offset{labels} {plog.log_start_offset}\n")
                 marks.append(hw)
             else:
                 marks.append(None)
-            per_partition["replicas"].append(f"kafka_topic_partition_replicas{labels} 1\n")
-            per_partition["in_sync_replica"].append(f"kafka_topic_partition_in_sync_replica{labels} 1\n")
-            per_partition["leader_is_preferred"].append(f"kafka_topic_partition_leader_is_preferred{labels} 1\n")
-            per_partition["under_replicated_partition"].append(f"kafka_topic_partition_under_replicated_partition{labels} 0\n")
+            per_partition["replicas"].append(f"kafka_topic_partition_replicas{labels} {replicas}\n")
+            per_partition["in_sync_replica"].append(f"kafka_topic_partition_in_sync_replica{labels} {in_sync}\n")
+            per_partition["leader_is_preferred"].append(f"kafka_topic_partition_leader_is_preferred{labels} {preferred}\n")
+            under = 1 if in_sync < replicas else 0
+            per_partition["under_replicated_partition"].append(f"kafka_topic_partition_under_replicated_partition{labels} {under}\n")
         watermarks[name] = marks
     _header(out, "kafka_topic_partitions", "Number of partitions for this topic.")
     out += topic_lines

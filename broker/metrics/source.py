@@ -19,8 +19,17 @@ if TYPE_CHECKING:
     from storage.manager import LogManager
 
 
+class ClusterView(Protocol):
+    """A cluster's brokers and partitions as the exporter reads them (broker/cluster/cluster.py)."""
+
+    def alive_nodes(self) -> list[Any]: ...  # each with .config.node_id and .bootstrap
+
+    def partition(self, topic: str, partition: int) -> Any: ...  # .replicas, .isr, .leader (-1: none)
+
+
 class MetricsSource(Protocol):
     config: Config
+    cluster: ClusterView | None  # `--brokers N`: leaders and replicas are the cluster's
     connections: set[Any]
     limits: ConnectionLimits
     faults: FaultInjector

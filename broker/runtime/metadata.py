@@ -3,7 +3,7 @@ the runtime needs of the topic catalog to own its internal topic.
 
 `broker.topics.catalog.TopicManager` is both. A coordinator reads topics through
 `CoordinatorMetadataImage` (names, ids, partition counts: KIP-848's subscription metadata, the
-partitions an assignor hands out) and learns of changes through the catalog's listeners, which
+partitions an assignor hands out, and the racks of each partition's replicas) and learns of changes through the catalog's listeners, which
 its service subscribes to (Kafka's `onMetadataUpdate`).
 """
 
@@ -26,6 +26,10 @@ class CoordinatorMetadataImage(Protocol):
     def get(self, name: str | None) -> Topic | None: ...
 
     def get_by_id(self, topic_id: uuid.UUID | None) -> Topic | None: ...
+
+    def racks_of(self, topic: str, partition: int) -> frozenset[str]:
+        """The racks of a partition's replicas, for rack-aware assignors (Kafka's partitionRacks)."""
+        ...
 
 
 class TopicCatalog(CoordinatorMetadataImage, Protocol):

@@ -8,6 +8,12 @@ the topic and with its id under "deleting"; then the listeners remove its data. 
 them fails, or the process dies before they finish, the id stays doomed: the next start-up
 removes what is left of its directories before anything opens them (LogManager.load), and
 only then is the id forgotten. So no restart or failure brings back half a deleted topic.
+
+Each topic also stores its replica assignment (the broker ids of each partition's replicas,
+preferred leader first), placed at creation by `placement` (broker/topics/placement.py) and
+written in the same atomic step as the topic. Who leads and who is in sync is not stored here:
+that is the cluster's (broker/cluster/). `racks_of(topic, partition)` reads the racks of a
+partition's replicas, as Kafka's coordinators read them from their metadata image.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.node.datadir import read_json, write_json
+from broker.topics.placement import Placement, PlacementError
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -50,9 +57,26 @@ class Topic:
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    # Each partition's replicas (broker ids, preferred leader first); None for a topic stored
+    # before assignments were (its replicas are then the owner's fallback, see replicas_of).
+    replicas: list[list[int]] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs, "internal": self.internal}
+        out: dict[str, Any] = {"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs, "internal": self.internal}
+        if self.replicas is not None:
+            out["replicas"] = self.replicas
+        return out
+
+
+def _stored_replicas(entry: dict[str, Any], partitions: int) -> list[list[int]] | None:
+    """A stored assignment if it is whole (one non-empty list of ints per partition), else None."""
+    replicas = entry.get("replicas")
+    if not isinstance(replicas, list) or len(replicas) != partitions:
+        return None
+    for ids in replicas:
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            return None
+    return [list(ids) for ids in replicas]
 
 
 def name_error(name: str | None) -> str | None:
@@ -87,6 +111,12 @@ class TopicManager:
         self.on_deleted: list[TopicListener] = []
         self.on_partitions_added: list[Callable[[Topic, int], Any]] = []
         self.on_configs_changed: list[TopicListener] = []
+        # Where new partitions' replicas go (a lone broker: this node; a cluster sets its own).
+        self.placement = Placement.single(config.node_id, config.broker_rack, config.default_replication_factor)
+        # The replicas a partition has, and the rack of a broker: the owner of the cluster's
+        # metadata sets them (broker/cluster/cluster.py); a lone broker is every replica.
+        self.replicas_of: Callable[[Topic, int], list[int]] = lambda _topic, _partition: [config.node_id]
+        self.rack_of: Callable[[int], str | None] = lambda node: config.broker_rack if node == config.node_id else None
         # A creation (or partitions added) failed on a full or broken disk: (topic, first new
         # partition) -- whatever was made for those partitions is removed again.
         self.on_create_undone: list[Callable[[Topic, int], Any]] = []
@@ -102,6 +132,7 @@ class TopicManager:
                     int(entry["partitions"]),
                     dict(entry.get("configs", {})),
                     bool(entry.get("internal", False)),
+                    _stored_replicas(entry, int(entry["partitions"])),
                 )
                 self.topics[name] = topic
                 self.by_id[topic.topic_id] = topic
@@ -136,9 +167,33 @@ class TopicManager:
         if partitions < 1:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
 
-    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False) -> Topic:
+    def racks_of(self, topic: str, partition: int) -> frozenset[str]:
+        """The racks of a partition's replicas (brokers without a rack add none): what rack-aware
+        assignors match a member's rack against (Kafka's CoordinatorMetadataImage.partitionRacks).
+        Empty for an unknown topic or partition."""
+        found = self.topics.get(topic)
+        if found is None or not 0 <= partition < found.partitions:
+            return frozenset()
+        return frozenset(rack for node in self.replicas_of(found, partition) if (rack := self.rack_of(node)) is not None)
+
+    def replication_factor(self, internal: bool) -> int:
+        placement = self.placement
+        return placement.internal_replication_factor if internal else placement.default_replication_factor
+
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str] | None = None,
+        internal: bool = False,
+        replicas: list[list[int]] | None = None,
+    ) -> Topic:
+        """Create a topic; without `replicas` its partitions are placed with the default
+        replication factor (internal topics: theirs). PlacementError if they cannot be."""
         self.check_new(name, partitions)
-        topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
+        if replicas is None:
+            replicas = self.placement.place(partitions, self.replication_factor(internal or name in INTERNAL_TOPICS))
+        topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal, replicas)
         self.topics[name] = topic
         self.by_id[topic.topic_id] = topic
         saved = False
@@ -179,7 +234,7 @@ class TopicManager:
             return None
         try:
             return self.create(name, self.config.default_partitions)
-        except TopicError:
+        except (TopicError, PlacementError):
             return None
 
     def delete(self, name: str) -> Topic:
@@ -203,9 +258,16 @@ class TopicManager:
             self.deleting.clear()
             self._save()
 
-    def add_partitions(self, name: str, total: int) -> Topic:
+    def add_partitions(self, name: str, total: int, replicas: list[list[int]] | None = None) -> Topic:
+        """Grow a topic to `total` partitions; without `replicas` the new ones are placed with
+        the replication factor of its first partition, as Kafka's controller does."""
         topic = self.topics[name]
         old = topic.partitions
+        old_replicas = topic.replicas
+        existing = old_replicas if old_replicas is not None else [self.replicas_of(topic, p) for p in range(old)]
+        if replicas is None:
+            replicas = self.placement.place(total - old, len(existing[0]) if existing else 1)
+        topic.replicas = [list(r) for r in existing] + [list(r) for r in replicas]
         topic.partitions = total
         saved = False
         try:
@@ -216,10 +278,22 @@ class TopicManager:
         except OSError as exc:
             self._undo_partitions(topic, old)
             topic.partitions = old
+            topic.replicas = old_replicas
             if saved:
                 self._save_back(name)
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"Cannot add partitions to {name}: {exc.strerror or exc}") from exc
         return topic
+
+    def set_replicas(self, name: str, replicas: list[list[int]]) -> None:
+        """A topic's partitions have other replicas now (a reassignment); kept durably."""
+        topic = self.topics[name]
+        before = topic.replicas
+        topic.replicas = [list(r) for r in replicas]
+        try:
+            self._save()
+        except OSError:
+            topic.replicas = before
+            raise
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.topics[name]

@@ -23,7 +23,7 @@ from tests.support.raw_client import RawClient
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     config = Config(port=0, data_dir=str(tmp_path / "data"), metrics=False, offsets_partitions=6, transaction_state_partitions=3)
     async with Cluster(config, brokers=3) as c:
-        c.state.topics.create("t", 6)
+        c.state.topics.create("t", 6, replicas=c.state.topics.placement.place(6, 3))  # every node a replica
         yield c
 
 
@@ -54,7 +54,7 @@ async def test_produce_to_a_follower_gets_not_leader_or_follower(cluster: Cluste
     answer = await to_follower.request(d.produce("t", 0, d.batch()))
     assert d.produce_result(answer).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert d.produce_result(await to_leader.request(d.produce("t", 0, d.batch()))).error_code == 0
-    fetched = await to_follower.request(d.fetch([("t", 0, 0)]))
+    fetched = await to_follower.request(d.fetch([("t", 0, 0)], version=10))  # v11+: a follower serves consumers
     assert fetched.responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     await to_follower.close()
     await to_leader.close()

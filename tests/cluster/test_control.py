@@ -146,3 +146,42 @@ def test_an_address_that_is_not_a_control_api_is_named_as_such() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_kaflet_serve_brokers_3_with_racks_fences_a_node_taken_down() -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    args = ("--brokers", "3", "--control", "--offsets-partitions", "3", "--broker-rack", "r1,r2,r3")
+    with Broker.in_subprocess(*args) as b:
+        assert b.metrics is not None
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("replicated", 2, 3)])["replicated"].result(20)
+        described = admin.describe_cluster(request_timeout=20).result(20)
+        assert sorted((n.id, n.rack) for n in described.nodes) == [(1, "r1"), (2, "r2"), (3, "r3")]
+        assert kaflet_chaos(b.metrics, "--node", "2", "down").returncode == 0
+        state = json.loads(kaflet_chaos(b.metrics, "state").stdout)
+        assert state["fenced"] == [2]
+        parts = admin.list_topics("replicated", timeout=20).topics["replicated"].partitions
+        assert all(sorted(p.isrs) == [1, 3] and len(p.replicas) == 3 and p.leader in (1, 3) for p in parts.values())
+        assert kaflet_chaos(b.metrics, "--node", "2", "up").returncode == 0
+        assert json.loads(kaflet_chaos(b.metrics, "state").stdout)["fenced"] == []
+
+
+@pytest.mark.parametrize(
+    ("racks", "message"),
+    [
+        ("r1,r2", "--broker-rack (KAFLET_BROKER_RACK) names 2 racks for 3 brokers: give one, or one per broker"),
+        ("r1,,r3", "--broker-rack (KAFLET_BROKER_RACK) must name racks of 1 to 255 characters, comma-separated"),
+    ],
+)
+def test_one_rack_per_broker_or_one_for_all(racks: str, message: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "broker", "serve", "--brokers", "3", "--broker-rack", racks, "--port", "0", "--metrics-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stderr.strip().endswith(message), done.stderr
+    assert Config(brokers=3, broker_rack="same").broker_racks() == ["same", "same", "same"]
+    with pytest.raises(ConfigError, match="255 characters"):
+        Config(broker_rack="x" * 256).validate()

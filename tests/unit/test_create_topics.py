@@ -142,7 +142,8 @@ async def test_duplicate_names_in_one_request(raw: Any, broker: Broker) -> None:
             1,
             3,
             ErrorCode.INVALID_REPLICATION_FACTOR,
-            "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be reached because only 1 broker(s) are registered.",
+            "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be reached because only 1 broker(s) "
+            "are registered or some brokers have all their log directories cordoned.",
         ),
         # The replication factor is checked before the partition count.
         (0, 0, ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value."),

@@ -1,5 +1,5 @@
-"""kaflet and Kafka 4.4 side by side for the client-level differential tests, with one Java
-client driver JVM for the whole session (JVM start-up costs seconds on 2 cores)."""
+"""kaflet and Kafka 4.4 side by side for the client-level differential tests, with the session's
+one Java client driver JVM (tests/conftest.py: JVM start-up costs seconds on 2 cores)."""
 
 from __future__ import annotations
 
@@ -21,22 +21,6 @@ def kaflet_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
         yield broker
     finally:
         broker.close()
-
-
-@pytest.fixture(scope="session")
-def java_driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from tests.support.client_driver import JavaDriver
-    from tests.support.jvm import JvmUnavailable
-
-    driver = JavaDriver(tmp_path_factory.mktemp("client-driver"))
-    try:
-        driver.start()
-    except JvmUnavailable as exc:
-        pytest.fail(f"the Java client driver cannot run: {exc}", pytrace=False)
-    try:
-        yield driver
-    finally:
-        driver.stop()
 
 
 @pytest.fixture(scope="session")

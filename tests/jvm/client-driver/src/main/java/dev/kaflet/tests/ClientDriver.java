@@ -184,6 +184,10 @@ public final class ClientDriver {
                 return createTopics(cmd);
             case "produce":
                 return produce(cmd);
+            case "producer_send":
+                return producerSend(cmd);
+            case "producer_close":
+                return producerClose(cmd);
             case "txn_begin":
                 return txnBegin(cmd);
             case "txn_end":
@@ -327,6 +331,24 @@ public final class ClientDriver {
         try (KafkaProducer<String, String> producer = producer(cmd, new Properties())) {
             return send(producer, cmd);
         }
+    }
+
+    /** Records with a producer kept open under `name` (made at its first send): [partition, offset] of
+     * each, and how long the send took until every record was acknowledged. */
+    static Object producerSend(JsonNode cmd) throws Exception {
+        KafkaProducer<String, String> producer = PRODUCERS.computeIfAbsent(cmd.path("name").asText(), n -> producer(cmd, new Properties()));
+        long started = System.nanoTime();
+        List<Object> sent = send(producer, cmd);
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("sent", sent);
+        out.put("ms", TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started));
+        return out;
+    }
+
+    static Object producerClose(JsonNode cmd) {
+        KafkaProducer<String, String> producer = PRODUCERS.remove(cmd.path("name").asText());
+        if (producer != null) producer.close(Duration.ofSeconds(10));
+        return "closed";
     }
 
     /** A transactional producer: initTransactions, beginTransaction, records, offsets; kept open under `name`. */
@@ -725,6 +747,58 @@ public final class ClientDriver {
                             return producers;
                         }));
                     }
+                    return out;
+                }
+                case "create_topic": {
+                    String topic = cmd.path("topic").asText();
+                    NewTopic t;
+                    if (cmd.has("assignments")) {
+                        Map<Integer, List<Integer>> assignments = new TreeMap<>();
+                        cmd.path("assignments").fields().forEachRemaining(e -> {
+                            List<Integer> ids = new ArrayList<>();
+                            e.getValue().forEach(n -> ids.add(n.asInt()));
+                            assignments.put(Integer.parseInt(e.getKey()), ids);
+                        });
+                        t = new NewTopic(topic, assignments);
+                    } else {
+                        t = new NewTopic(topic, java.util.Optional.of(cmd.path("partitions").asInt()), java.util.Optional.of((short) cmd.path("rf").asInt()));
+                    }
+                    return settle(admin.createTopics(List.of(t)).all(), v -> "ok");
+                }
+                case "describe_topics": {
+                    Map<String, Object> out = new TreeMap<>();
+                    admin.describeTopics(strings(cmd.path("topics"))).topicNameValues().forEach((name, f) -> out.put(name, settle(f, d -> {
+                        List<Object> parts = new ArrayList<>();
+                        for (var p : d.partitions()) {
+                            Map<String, Object> v = new LinkedHashMap<>();
+                            v.put("partition", p.partition());
+                            v.put("leader", p.leader() == null || p.leader().isEmpty() ? null : p.leader().id());
+                            v.put("replicas", p.replicas().stream().map(org.apache.kafka.common.Node::id).toList());
+                            v.put("isr", p.isr().stream().map(org.apache.kafka.common.Node::id).toList());
+                            v.put("elr", p.elr() == null ? null : p.elr().stream().map(org.apache.kafka.common.Node::id).toList());
+                            v.put("last_known_elr", p.lastKnownElr() == null ? null : p.lastKnownElr().stream().map(org.apache.kafka.common.Node::id).toList());
+                            v.put("racks", p.replicas().stream().map(n -> String.valueOf(n.rack())).toList());
+                            parts.add(v);
+                        }
+                        return parts;
+                    })));
+                    return out;
+                }
+                case "describe_cluster": {
+                    var options = new org.apache.kafka.clients.admin.DescribeClusterOptions().includeFencedBrokers(cmd.path("include_fenced").asBoolean(false));
+                    var result = admin.describeCluster(options);
+                    Map<String, Object> out = new LinkedHashMap<>();
+                    out.put("controller", result.controller().get(60, TimeUnit.SECONDS).id());
+                    List<Object> nodes = new ArrayList<>();
+                    for (var n : result.nodes().get(60, TimeUnit.SECONDS)) {
+                        Map<String, Object> v = new LinkedHashMap<>();
+                        v.put("id", n.id());
+                        v.put("rack", n.rack());
+                        v.put("fenced", n.isFenced());
+                        nodes.add(v);
+                    }
+                    nodes.sort((a, b) -> String.valueOf(a).compareTo(String.valueOf(b)));
+                    out.put("nodes", nodes);
                     return out;
                 }
                 default:
