@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     AclPermissionType,
     AdminClient,
     ConfigResource,
+    ConfigSource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -243,6 +244,12 @@ def test_librdkafka_reauthenticates_kip_368(tmp_path: Path) -> None:
         assert delivered and all(e is None for e in delivered)
         assert b.broker.security.counters["reauthenticated"] >= 1
         assert not [e for e in errors if "Disconnected" not in e.str()]
+        # librdkafka's own re-authentication test (0142) reads the setting from DescribeConfigs
+        # and runs only when every broker reports it above 0, as Kafka does (a static setting).
+        admin = AdminClient(conf)
+        [described] = admin.describe_configs([ConfigResource("broker", str(config.node_id))]).values()
+        entry = described.result(30)["connections.max.reauth.ms"]
+        assert (entry.value, entry.is_read_only, entry.source) == ("2000", True, ConfigSource.STATIC_BROKER_CONFIG.value)
 
 
 def test_librdkafka_admin_acls_as_its_0081_test(secured: Secured) -> None:
