@@ -3,7 +3,10 @@ connections set up per second (PLAIN beside it), and the cost of the ACL check a
 against a Metadata request's time.
 
 Baselines are kaflet's own other configuration in the same run (plaintext, PLAIN, no authorizer):
-the mock cluster has none of these.
+the mock cluster has none of these. Throughput on a small shared machine follows the CPU the
+client and the broker need per MB, so each TLS row comes with the broker's and the client's CPU
+per MB beside plaintext, and with Apache Kafka 4.4 measured the same way in the same run (a
+PLAINTEXT and an SSL listener with the same certificate): Kafka's own TLS/plaintext ratio.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from bench import wire
 from bench.context import Context, Row, Target, median
-from bench.procs import run_worker
+from bench.procs import Worker, cpu_seconds, run_worker
 
 ABOUT = "TLS vs plaintext produce/consume MB/s, SCRAM connections/s, ACL check cost at 10,000 ACLs vs a Metadata request"
 
@@ -32,29 +35,43 @@ TOPIC = "bench-security"
 # -- workers (child processes) ----------------------------------------------------------------
 
 
+def _cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this worker: librdkafka's too
+    return r.ru_utime + r.ru_stime
+
+
 def produce(conn: Any, conf: dict[str, Any], topic: str, seconds: float) -> dict[str, Any]:
+    """Produce 1 KiB records to partition 0 for `seconds`, then flush. Says "measuring" to the
+    harness (which reads the broker's CPU then) once warmed up; returns the count, the seconds
+    until everything was acknowledged and the CPU this client used meanwhile."""
     from confluent_kafka import Producer
 
     errors: list[str] = []
-    producer = Producer({**conf, "linger.ms": 5, "acks": "all", "queue.buffering.max.messages": 1_000_000, "delivery.report.only.error": True,
+    producer = Producer({**conf, "linger.ms": 5, "acks": "all", "queue.buffering.max.messages": 100_000, "delivery.report.only.error": True,
                          "on_delivery": lambda err, msg: errors.append(str(err)) if err else None})  # fmt: skip
     payload = os.urandom(SIZE)
     producer.produce(topic, payload, partition=0)
     if producer.flush(30):
         raise RuntimeError("warm-up record not delivered")
+    conn.send("measuring")
+    cpu0 = _cpu()
     t0 = time.perf_counter()
     sent = 0
     while time.perf_counter() - t0 < seconds:
         for _ in range(1000):
-            try:
-                producer.produce(topic, payload, partition=0)
-            except BufferError:
-                producer.poll(0.01)
-                producer.produce(topic, payload, partition=0)
+            while True:
+                try:
+                    producer.produce(topic, payload, partition=0)
+                    break
+                except BufferError:  # the queue is full: wait (without spinning) for room
+                    producer.poll(0.005)
             sent += 1
         producer.poll(0)
     left = producer.flush(120)
-    return {"count": sent, "seconds": time.perf_counter() - t0, "failed": len(errors) + left, "errors": errors[:3]}
+    elapsed = time.perf_counter() - t0
+    return {"count": sent, "seconds": elapsed, "cpu": _cpu() - cpu0, "failed": len(errors) + left, "errors": errors[:3]}
 
 
 def consume(conn: Any, conf: dict[str, Any], topic: str, total: int) -> dict[str, Any]:
@@ -65,16 +82,18 @@ def consume(conn: Any, conf: dict[str, Any], topic: str, total: int) -> dict[str
     )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = first = 0
-    t_first = 0.0
+    t_first = cpu0 = 0.0
     deadline = time.perf_counter() + 120
     while got < total and time.perf_counter() < deadline:
         batch = consumer.consume(num_messages=10_000, timeout=0.1)
         got += sum(1 for m in batch if not m.error())
         if batch and not t_first:
-            t_first, first = time.perf_counter(), got
+            t_first, first, cpu0 = time.perf_counter(), got, _cpu()
+            conn.send("measuring")
     elapsed = time.perf_counter() - t_first
+    cpu = _cpu() - cpu0
     consumer.close()
-    return {"count": got - first, "seconds": elapsed, "failed": 0 if got >= total else total - got}
+    return {"count": got - first, "seconds": elapsed, "cpu": cpu, "failed": 0 if got >= total else total - got}
 
 
 def _frame(api_key: int, version: int, corr: int, body: bytes, flexible: bool) -> bytes:
@@ -189,52 +208,144 @@ def metadata_rtt(conn: Any, address: str, count: int) -> dict[str, Any]:
 # -- the run ------------------------------------------------------------------------------------
 
 
+class _Side:
+    """Figures of one broker over one listener: MB/s and CPU per MB of the broker and the client."""
+
+    def __init__(self) -> None:
+        self.mbps: list[float] = []
+        self.broker_ms: list[float] = []
+        self.client_ms: list[float] = []
+
+    def add(self, result: dict[str, Any], broker_cpu: float) -> None:
+        mb = result["count"] * SIZE / 1e6
+        self.mbps.append(mb / result["seconds"] if result["seconds"] > 0 else 0.0)
+        self.broker_ms.append(broker_cpu * 1000 / mb if mb else 0.0)
+        self.client_ms.append(result["cpu"] * 1000 / mb if mb else 0.0)
+
+
+def _timed(broker_cpu: Any, fn: Any, *args: Any) -> tuple[dict[str, Any], float]:
+    """Run a worker; the broker's CPU from the worker's "measuring" until its result."""
+    worker = Worker(fn, *args)
+    try:
+        if worker.recv(120) != "measuring":
+            raise RuntimeError("worker did not start measuring")
+        c0 = broker_cpu()
+        result = worker.result(300)
+        return result, broker_cpu() - c0
+    finally:
+        worker.kill()
+
+
+def _throughput(ctx: Context, broker_cpu: Any, confs: dict[str, dict[str, Any]], topic: str) -> dict[str, dict[str, _Side]]:
+    """Produce, then consume, over each listener of `confs`, alternating, ctx.reps times."""
+    seconds = 0.3 if ctx.quick else ctx.duration
+    out: dict[str, dict[str, _Side]] = {"produce": {n: _Side() for n in confs}, "consume": {n: _Side() for n in confs}}
+    for conf in confs.values():  # warm-up: connections, a JIT's first compilations
+        run_worker(produce, conf, topic, 0.3 if ctx.quick else 1.0)
+    for _ in range(ctx.reps):
+        for name, conf in confs.items():
+            r, cpu = _timed(broker_cpu, produce, conf, topic, seconds)
+            if r["failed"]:
+                raise RuntimeError(f"produce over {name}: {r['errors']}")
+            out["produce"][name].add(r, cpu)
+    total = 20_000 if ctx.quick else 100_000
+    fill = run_worker(produce, next(iter(confs.values())), topic + "-c", 0.5 if ctx.quick else 3.0)
+    total = min(total, fill["count"])
+    for _ in range(ctx.reps):
+        for name, conf in confs.items():
+            r, cpu = _timed(broker_cpu, consume, conf, topic + "-c", total)
+            out["consume"][name].add(r, cpu)
+    return out
+
+
+def _kaflet_tls(ctx: Context, tls: dict[str, str]) -> dict[str, dict[str, _Side]]:
+    flags = ["--listeners", "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "--ssl-cert", tls["ssl_cert"], "--ssl-key", tls["ssl_key"]]
+    with ctx.kaflet(*flags) as k:
+        port = int(k.ready["listeners"][1].rsplit(":", 1)[1])
+        confs = {
+            "plaintext": {"bootstrap.servers": k.bootstrap},
+            "TLS": {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": tls["ssl_ca"]},
+        }
+        wire.ensure_topic(k, TOPIC, 1)
+        wire.ensure_topic(k, TOPIC + "-c", 1)
+        return _throughput(ctx, k.cpu, confs, TOPIC)
+
+
+def _kafka_tls(ctx: Context, tls: dict[str, str], certs: Path) -> dict[str, dict[str, _Side]] | None:
+    """The same runs against Apache Kafka 4.4 with a PLAINTEXT and an SSL listener (the same
+    certificate, as a PEM keystore); None (and a note) when Kafka cannot run here."""
+    from bench.bench_kafka import ensure_topic
+    from tests.support.jvm import JvmUnavailable
+    from tests.support.kafka_reference import KafkaReference
+
+    keystore = certs / "broker-keystore.pem"  # Kafka's PEM keystore: the key, then the chain
+    keystore.write_text(Path(tls["ssl_key"]).read_text() + Path(tls["ssl_cert"]).read_text())
+    ref = KafkaReference(
+        extra_listeners={"SSL": "SSL"},
+        properties={"listener.name.ssl.ssl.keystore.type": "PEM", "listener.name.ssl.ssl.keystore.location": str(keystore)},
+    )
+    try:
+        ref.start()
+    except JvmUnavailable as exc:
+        ctx.note(f"Kafka 4.4 rows left out: {exc}")
+        return None
+    try:
+        assert ref.process is not None
+        pid = ref.process.pid
+        confs = {
+            "plaintext": {"bootstrap.servers": ref.bootstrap},
+            "TLS": {"bootstrap.servers": ref.address("SSL"), "security.protocol": "SSL", "ssl.ca.location": tls["ssl_ca"]},
+        }
+        for name in (TOPIC, TOPIC + "-c"):
+            ensure_topic(ref, name, 1)
+        return _throughput(ctx, lambda: cpu_seconds(pid), confs, TOPIC)
+    finally:
+        ref.stop()
+
+
 def _tls_rows(ctx: Context, certs: Path) -> list[Row]:
     from broker.security.certs import tls_settings
 
     tls = tls_settings(certs)
-    flags = ["--listeners", "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "--ssl-cert", tls["ssl_cert"], "--ssl-key", tls["ssl_key"]]
-    seconds = 0.3 if ctx.quick else ctx.duration
-    with ctx.kaflet(*flags) as k:
-        ports = [int(p) for p in k.ready["listeners"][1].rsplit(":", 1)[1:]]
-        confs = {
-            "plaintext": {"bootstrap.servers": k.bootstrap},
-            "TLS": {"bootstrap.servers": f"127.0.0.1:{ports[0]}", "security.protocol": "SSL", "ssl.ca.location": tls["ssl_ca"]},
-        }
-        wire.ensure_topic(k, TOPIC, 1)
-        produced: dict[str, list[float]] = {"plaintext": [], "TLS": []}
-        for _ in range(ctx.reps):
-            for name, conf in confs.items():
-                r = run_worker(produce, conf, TOPIC, seconds)
-                if r["failed"]:
-                    raise RuntimeError(f"produce over {name}: {r['errors']}")
-                produced[name].append(r["count"] * SIZE / r["seconds"] / 1e6)
-        total = 20_000 if ctx.quick else 100_000
-        fill = run_worker(produce, confs["plaintext"], TOPIC + "-c", 0.5 if ctx.quick else 3.0)
-        total = min(total, fill["count"])
-        consumed: dict[str, list[float]] = {"plaintext": [], "TLS": []}
-        for _ in range(ctx.reps):
-            for name, conf in confs.items():
-                r = run_worker(consume, conf, TOPIC + "-c", total)
-                consumed[name].append(r["count"] * SIZE / r["seconds"] / 1e6 if r["seconds"] > 0 else 0.0)
-    return [
-        Row(
-            "produce 1 KiB over TLS",
-            "MB/s",
-            median(produced["TLS"]),
-            median(produced["plaintext"]),
-            target=Target("ratio>=", 0.7),
-            baseline_name="plaintext",
-        ),
-        Row(
-            "consume 1 KiB over TLS",
-            "MB/s",
-            median(consumed["TLS"]),
-            median(consumed["plaintext"]),
-            target=Target("ratio>=", 0.7),
-            baseline_name="plaintext",
-        ),
-    ]
+    k = _kaflet_tls(ctx, tls)
+    kafka = None if ctx.quick else _kafka_tls(ctx, tls, certs)
+    if ctx.quick:
+        ctx.note("--quick: the Kafka 4.4 rows are left out")
+    rows: list[Row] = []
+    for op in ("produce", "consume"):
+        t, p = k[op]["TLS"], k[op]["plaintext"]
+        rows += [
+            Row(f"{op} 1 KiB over TLS", "MB/s", median(t.mbps), median(p.mbps), target=Target("ratio>=", 0.7), baseline_name="plaintext"),
+            Row(f"{op} over TLS: broker CPU per MB", "ms/MB", median(t.broker_ms), median(p.broker_ms), False, baseline_name="plaintext"),
+            Row(f"{op} over TLS: client CPU per MB", "ms/MB", median(t.client_ms), median(p.client_ms), False, baseline_name="plaintext"),
+        ]
+        if kafka is not None:
+            kt, kp = kafka[op]["TLS"], kafka[op]["plaintext"]
+            rows += [
+                Row(f"Kafka 4.4 itself: {op} over TLS", "MB/s", median(kt.mbps), median(kp.mbps), baseline_name="its plaintext"),
+                Row(
+                    f"Kafka 4.4 itself: {op} over TLS: broker CPU per MB",
+                    "ms/MB",
+                    median(kt.broker_ms),
+                    median(kp.broker_ms),
+                    False,
+                    baseline_name="its plaintext",
+                ),
+                Row(f"{op} 1 KiB over TLS, kaflet vs Kafka 4.4", "MB/s", median(t.mbps), median(kt.mbps), baseline_name="Kafka TLS"),
+                Row(
+                    f"{op} over TLS: broker CPU per MB vs Kafka 4.4",
+                    "ms/MB",
+                    median(t.broker_ms),
+                    median(kt.broker_ms),
+                    False,
+                    baseline_name="Kafka TLS",
+                ),
+            ]
+    ctx.raw["tls"] = {
+        broker: {op: {n: vars(side) for n, side in sides.items()} for op, sides in figures.items()}
+        for broker, figures in (("kaflet", k), ("kafka", kafka)) if figures is not None
+    }  # fmt: skip
+    return rows
 
 
 def _scram_rows(ctx: Context) -> list[Row]:

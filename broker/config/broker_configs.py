@@ -117,6 +117,7 @@ _OWN: tuple[BrokerConfigDef, ...] = (
     BrokerConfigDef("max.connections.per.ip", T.INT, _field("max_connections_per_ip"), "Connections from one address beyond it are refused (--max-connections-per-ip).", ("max_connections_per_ip",)),
     BrokerConfigDef("queued.max.request.bytes", T.LONG, _field("queued_max_request_bytes"), "No request is read while more request bytes than this are in flight; -1: no limit.", ("queued_max_request_bytes",)),
     BrokerConfigDef("connections.max.idle.ms", T.LONG, _field("connections_max_idle_ms"), "Idle connections are closed after this long.", ("connections_max_idle_ms",)),
+    BrokerConfigDef("connections.max.reauth.ms", T.LONG, _field("connections_max_reauth_ms"), "SASL sessions last at most this long (KIP-368); 0: until the credential expires (--connections-max-reauth-ms).", ("connections_max_reauth_ms",)),
     BrokerConfigDef("log.retention.check.interval.ms", T.LONG, _field("log_retention_check_interval_ms"), "How often retention runs.", ("log_retention_check_interval_ms",)),
     BrokerConfigDef("log.retention.hours", T.INT, _const(168), "Retention in hours, used by Kafka when log.retention.ms and log.retention.minutes are unset.", default=168),
     BrokerConfigDef("log.retention.minutes", T.INT, _const(None), "Retention in minutes, used by Kafka when log.retention.ms is unset."),

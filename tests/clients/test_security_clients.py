@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -22,9 +22,14 @@ from confluent_kafka.admin import (
     AclPermissionType,
     AdminClient,
     ConfigResource,
+    ConfigSource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
 from broker import Config
@@ -239,6 +244,12 @@ def test_librdkafka_reauthenticates_kip_368(tmp_path: Path) -> None:
         assert delivered and all(e is None for e in delivered)
         assert b.broker.security.counters["reauthenticated"] >= 1
         assert not [e for e in errors if "Disconnected" not in e.str()]
+        # librdkafka's own re-authentication test (0142) reads the setting from DescribeConfigs
+        # and runs only when every broker reports it above 0, as Kafka does (a static setting).
+        admin = AdminClient(conf)
+        [described] = admin.describe_configs([ConfigResource("broker", str(config.node_id))]).values()
+        entry = described.result(30)["connections.max.reauth.ms"]
+        assert (entry.value, entry.is_read_only, entry.source) == ("2000", True, ConfigSource.STATIC_BROKER_CONFIG.value)
 
 
 def test_librdkafka_admin_acls_as_its_0081_test(secured: Secured) -> None:
@@ -266,6 +277,80 @@ def test_librdkafka_admin_acls_as_its_0081_test(secured: Secured) -> None:
     )
     with pytest.raises(Exception, match="kafka-cluster"):
         next(iter(admin.create_acls([bad]).values())).result(30)
+
+
+def test_authorized_operations_follow_acls_as_librdkafkas_0081_test(secured: Secured) -> None:
+    """tests/0081-admin.c with authorized operations (DescribeTopics, DescribeCluster,
+    DescribeConsumerGroups with include_authorized_operations, SASL PLAIN/SCRAM): alice is no super
+    user and resources without ACLs are open to everyone, so she may do everything there until an
+    ALLOW for her alone narrows it to that operation and what it implies; deleting it opens it again."""
+    A = AclOperation
+    alice = AdminClient(librdkafka_conf(secured, "SASL_SSL", "SCRAM-SHA-512", user="alice"))
+    admin = AdminClient(librdkafka_conf(secured, "SASL_SSL", "PLAIN", user="admin"))
+    topic, group = f"ops-{uuid.uuid4().hex[:8]}", f"ops-g-{uuid.uuid4().hex[:8]}"
+    alice.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    committer = Consumer({**librdkafka_conf(secured, "SASL_SSL", "SCRAM-SHA-512", user="alice"), "group.id": group})
+    committer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    committer.close()
+
+    def topic_ops() -> set[Any]:
+        [f] = alice.describe_topics(TopicCollection([topic]), include_authorized_operations=True).values()
+        return set(f.result(30).authorized_operations)
+
+    def cluster_ops() -> set[Any]:
+        return set(alice.describe_cluster(include_authorized_operations=True).result(30).authorized_operations)
+
+    def group_ops() -> set[Any]:
+        [f] = alice.describe_consumer_groups([group], include_authorized_operations=True).values()
+        return set(f.result(30).authorized_operations)
+
+    everything = {
+        "topic": {A.READ, A.WRITE, A.CREATE, A.DESCRIBE, A.DELETE, A.ALTER, A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS},
+        "cluster": {A.CREATE, A.ALTER, A.DESCRIBE, A.CLUSTER_ACTION, A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS, A.IDEMPOTENT_WRITE},
+        "group": {A.READ, A.DESCRIBE, A.DELETE, A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS},
+    }
+    cases = [
+        ("topic", topic_ops, AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*", A.READ, AclPermissionType.ALLOW), {A.READ, A.DESCRIBE}),
+        ("cluster", cluster_ops, AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*", A.ALTER, AclPermissionType.ALLOW), {A.ALTER, A.DESCRIBE}),
+        ("group", group_ops, AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, "User:alice", "*", A.READ, AclPermissionType.ALLOW), {A.READ, A.DESCRIBE}),
+    ]  # fmt: skip
+    for kind, ops, binding, narrowed in cases:
+        assert ops() == everything[kind], kind
+        admin.create_acls([binding])[binding].result(30)
+        assert ops() == narrowed, kind
+        deleted = admin.delete_acls([_filter_of(binding)])
+        assert next(iter(deleted.values())).result(30) == [binding]
+        assert ops() == everything[kind], kind
+
+
+def _filter_of(b: AclBinding) -> AclBindingFilter:
+    return AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type)
+
+
+def test_user_scram_credentials_as_librdkafkas_0081_test(secured: Secured) -> None:
+    """tests/0081-admin.c do_test_UserScramCredentials through confluent-kafka: a user without
+    credentials is RESOURCE_NOT_FOUND; an upsertion (SCRAM-SHA-256, 10000 iterations) is described
+    back and authenticates at once; a deletion takes both away."""
+    admin = AdminClient(librdkafka_conf(secured, "SASL_SSL", "PLAIN", user="admin"))
+    user = f"scram-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(KafkaException) as missing:
+        admin.describe_user_scram_credentials([user])[user].result(30)
+    assert missing.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 10000)
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, info, b"new-secret", b"salt-salt-salt")])[user].result(30)
+    described = admin.describe_user_scram_credentials([user])[user].result(30)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [(ScramMechanism.SCRAM_SHA_256, 10000)]
+    conf = {**librdkafka_conf(secured, "SASL_SSL"), "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": "new-secret"}
+    assert roundtrip_librdkafka(conf, f"scram-user-{user}")
+    admin.alter_user_scram_credentials([UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)])[user].result(30)
+    with pytest.raises(KafkaException) as gone:
+        admin.describe_user_scram_credentials([user])[user].result(30)
+    assert gone.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
+    errors: list[Any] = []
+    refused = Producer({**conf, "error_cb": errors.append, "message.timeout.ms": 3000})
+    refused.produce(f"scram-user-{user}", b"x")
+    refused.flush(10)
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
 
 
 def test_librdkafka_admin_sets_a_security_broker_config(secured: Secured) -> None:

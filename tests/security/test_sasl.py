@@ -316,6 +316,24 @@ async def test_reauthentication_kip_368(make_config: Callable[..., Config]) -> N
         await d.close()
 
 
+async def test_reauthentication_at_most_once_a_second_as_kafka(make_config: Callable[..., Config]) -> None:
+    """Kafka's KafkaChannel.maybeBeginServerReauthentication: a SaslHandshake less than a second
+    after the last re-authentication began is not a re-authentication; it goes to the request
+    handler, which answers ILLEGAL_SASL_STATE with no mechanisms, and the session stays as it was.
+    librdkafka meets this when it re-authenticates with a token about to expire (docs/security.md)."""
+    config = make_config(listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_plain_users=USERS, connections_max_reauth_ms=60_000)
+    async with Broker(config) as b:
+        c = await RawClient.connect(b.bootstrap)
+        await sasl.handshake(c, "PLAIN")
+        await sasl.authenticate(c, sasl.plain("alice", "alice-secret"))
+        assert (await sasl.handshake(c, "PLAIN")).error_code == 0  # the first re-authentication
+        assert (await sasl.authenticate(c, sasl.plain("alice", "alice-secret"))).error_code == 0
+        too_soon = await sasl.handshake(c, "PLAIN")
+        assert (too_soon.error_code, too_soon.mechanisms) == (ErrorCode.ILLEGAL_SASL_STATE, [])
+        assert await metadata_works(c)  # still authenticated: the refused handshake changed nothing
+        await c.close()
+
+
 def test_no_password_token_or_key_in_any_log_line(broker_proc: Callable[..., Any], tmp_path: Path) -> None:
     from tests.support.waiting import wait_until
 
