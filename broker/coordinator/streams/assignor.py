@@ -212,8 +212,8 @@ def _initialize(members: Mapping[str, MemberSpec], member_ids: list[str], topolo
                 if p in spec.standby.get(subtopology, frozenset()):
                     continue
                 candidates.setdefault((subtopology, p), []).append((member, False, offset))
-    # processIdToState is a HashMap sized by the member count
-    state.process_order = hashmap_order(state.processes, len(member_ids))
+    # processIdToState: a HashMap sized by the member count, filled by computeIfAbsent
+    state.process_order = hashmap_order(state.processes, len(member_ids), compute_if_absent=True)
     for task, ranked in candidates.items():
         ranked.sort(key=lambda c: (0 if c[1] else 1, -c[2]))  # a stable sort, as List.sort
         state.standby_prev[task] = [c[0] for c in ranked]

@@ -42,33 +42,42 @@ def table_size_for(cap: int) -> int:
     return n
 
 
-def hashmap_order(keys: Iterable[str], initial_capacity: int | None = None) -> list[str]:
+def hashmap_order(keys: Iterable[str], initial_capacity: int | None = None, compute_if_absent: bool = False) -> list[str]:
     """The keys (distinct, in insertion order) in the order a `new HashMap<>()` (or
-    `new HashMap<>(initial_capacity)`) filled with them in that order iterates them."""
-    return hashmap_order_by(keys, java_string_hashcode, initial_capacity)
+    `new HashMap<>(initial_capacity)`) filled with them in that order iterates them; with
+    `compute_if_absent`, filled by `computeIfAbsent`, which resizes before an insertion rather than
+    after it (and so may leave the table one size smaller) and puts a new key first in its bucket."""
+    return hashmap_order_by(keys, java_string_hashcode, initial_capacity, compute_if_absent)
 
 
-def hashmap_order_by(keys: Iterable[K], hash_code: Callable[[K], int], initial_capacity: int | None = None) -> list[K]:
+def hashmap_order_by(
+    keys: Iterable[K], hash_code: Callable[[K], int], initial_capacity: int | None = None, compute_if_absent: bool = False
+) -> list[K]:
     """`hashmap_order` for keys whose Java hashCode() is `hash_code(key)`."""
     ordered = list(dict.fromkeys(keys))
-    if initial_capacity is None:
-        capacity, threshold = 16, 12  # the first put's resize() of a default HashMap
-    else:
-        capacity = table_size_for(initial_capacity)
-        threshold = int(capacity * 0.75)
     hashes = [_spread(hash_code(k)) for k in ordered]
+    capacity = 0  # no table until the first insertion
+    threshold = table_size_for(initial_capacity) if initial_capacity is not None else 0
     bins: dict[int, int] = {}
-    for size, h in enumerate(hashes, start=1):
-        index = h & (capacity - 1)
-        bins[index] = bins.get(index, 0) + 1
-        if bins[index] > _TREEIFY_THRESHOLD and capacity < _MIN_TREEIFY_CAPACITY:
-            capacity, threshold = _resize(capacity, threshold)  # treeifyBin() on a small table resizes instead
-            bins = _bins(hashes[:size], capacity)
-        if size > threshold:
+    for size, h in enumerate(hashes):  # `size` keys are in before this one
+        if capacity == 0 or (compute_if_absent and size > threshold):
             capacity, threshold = _resize(capacity, threshold)
             bins = _bins(hashes[:size], capacity)
+        index = h & (capacity - 1)
+        bins[index] = bins.get(index, 0) + 1
+        # treeifyBin() on a small table resizes instead: put() calls it for a 9th node in a bin, computeIfAbsent() for an 8th
+        if bins[index] >= _TREEIFY_THRESHOLD + (0 if compute_if_absent else 1) and capacity < _MIN_TREEIFY_CAPACITY:
+            capacity, threshold = _resize(capacity, threshold)
+            bins = _bins(hashes[: size + 1], capacity)
+        if not compute_if_absent and size + 1 > threshold:
+            capacity, threshold = _resize(capacity, threshold)
+            bins = _bins(hashes[: size + 1], capacity)
+    if capacity == 0:
+        return ordered
     mask = capacity - 1
-    return [k for _i, k in sorted(enumerate(ordered), key=lambda e: (hashes[e[0]] & mask, e[0]))]
+    # put() appends to a bucket's list, computeIfAbsent() puts the new node first; a resize keeps the order.
+    sign = -1 if compute_if_absent else 1
+    return [k for _i, k in sorted(enumerate(ordered), key=lambda e: (hashes[e[0]] & mask, sign * e[0]))]
 
 
 def _bins(hashes: list[int], capacity: int) -> dict[int, int]:
@@ -80,10 +89,15 @@ def _bins(hashes: list[int], capacity: int) -> dict[int, int]:
 
 
 def _resize(capacity: int, threshold: int) -> tuple[int, int]:
-    new_capacity = capacity << 1
-    if capacity >= 16:
-        return new_capacity, threshold << 1
-    return new_capacity, int(new_capacity * 0.75)
+    """HashMap.resize(): (new capacity, new threshold)."""
+    if capacity > 0:
+        new_capacity = capacity << 1
+        if capacity >= 16:
+            return new_capacity, threshold << 1
+        return new_capacity, int(new_capacity * 0.75)
+    if threshold > 0:  # the initial capacity a constructor recorded
+        return threshold, int(threshold * 0.75)
+    return 16, 12
 
 
 class JavaPriorityQueue(Generic[T]):
