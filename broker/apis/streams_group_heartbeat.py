@@ -207,6 +207,7 @@ def handle_streams_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         client_host=ctx.client_host,
         api_version=ctx.api_version,
     )
+    coordinator.stats.streams_heartbeats += 1
     try:
         result, waiter = shard.streams.heartbeat(req)
     except CoordinatorError as exc:

@@ -574,7 +574,6 @@ class StreamsGroupManager:
         group = self.groups.get(req.group_id, group)  # a new group exists once its records are replayed
         self._after_write(group, member, reconciled, was_stable)
         self._schedule_session(req.group_id, req.member_id)
-        self.stats.streams_heartbeats += 1
         return result, waiter
 
     def _after_write(self, group: StreamsGroup, before: StreamsMember, after: StreamsMember, was_stable: bool) -> None:
