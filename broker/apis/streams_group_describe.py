@@ -35,6 +35,7 @@ _KeyValue = _Member.KeyValue
 _Endpoint = _Member.Endpoint
 
 INT32_MIN = -(2**31)
+TOPOLOGY_DESCRIPTION_NOT_STORED = 1  # StreamsGroupTopologyDescriptionStatus: 0 not requested, 1 not stored, 2 error, 3 available
 GROUP_OPERATIONS_BITS = sum(1 << op for op in all_operations(ResourceType.GROUP))
 
 
@@ -80,8 +81,9 @@ def _topic_info(name: str, partitions: int, replication_factor: int, configs: li
 
 
 def describe_topology(group: StreamsGroup) -> Any:
-    """The configured topology when it is ready (partition counts decided), else the topology as sent."""
-    configured = group.configured_topology
+    """The configured topology when it is ready (partition counts decided), else the topology as
+    sent; the configured topology as of the group's last write, as Kafka reads it at the committed offset."""
+    configured = group.described_topology
     if configured is not None and configured.is_ready and configured.subtopologies is not None:
         subtopologies = []
         for sid, s in configured.subtopologies.items():
@@ -202,6 +204,11 @@ def handle_streams_group_describe(ctx: RequestContext, request: Any) -> Any:
                 results.append(_described(version, group_id, exc.code, exc.args[0]))
                 continue
             results.append(describe_group(version, group, shard.streams.assignor_name(group_id)))
+    if version >= 1 and request.include_topology_description:
+        # No topology description plugin (API 93 is not served): each described group's is NOT_STORED.
+        for d in results:
+            if d.error_code == ErrorCode.NONE:
+                d.topology_description_status = TOPOLOGY_DESCRIPTION_NOT_STORED
     for d in results:
         if d.error_code == ErrorCode.NONE and request.include_authorized_operations:
             ops = authz.operations_or_all(ctx, authz.GROUP, d.group_id) if checking else None

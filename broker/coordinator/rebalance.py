@@ -619,8 +619,6 @@ class ClassicRebalancer:
         if consumer_group is not None:
             top, results, _waiter = self.shard.consumer.migration.leave(consumer_group, members)  # KM-3
             return top, results
-        if group_id in self.shard.streams_groups:
-            return ErrorCode.UNKNOWN_MEMBER_ID, []  # KS-29: Kafka's "Group ... not found." for a streams group
         group = self.shard.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i, _ in members]

@@ -271,7 +271,11 @@ class KafkaReference:
 
 
 def _random_cluster_id() -> str:
-    """A cluster id as Kafka's `random-uuid` makes one: 16 random bytes, URL-safe base64, unpadded."""
+    """A cluster id as Kafka's `random-uuid` makes one: 16 random bytes, URL-safe base64, unpadded,
+    never starting with "-" (Uuid.randomUuid() draws again, as the tools would read it as an option)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id

@@ -59,6 +59,7 @@ class StreamsGroup:
         self.topology: StreamsTopology | None = None
         # Soft state.
         self.configured_topology: ConfiguredTopology | None = None
+        self.described_topology: ConfiguredTopology | None = None  # the configured topology as of the group's last write
         self.metadata_refresh = True  # the group's topics changed (or it was just loaded): recompute the metadata hash
         self.task_offsets: dict[str, MemberTaskOffsets] = {}
         self.shutdown_request_member_id: str | None = None

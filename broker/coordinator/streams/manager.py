@@ -26,6 +26,7 @@ import structlog
 
 from broker.coordinator.streams import assignor as sticky
 from broker.coordinator.streams.group import MemberTaskOffsets, StreamsGroup, StreamsGroupState
+from broker.coordinator.streams.javaorder import hashmap_order
 from broker.coordinator.streams.member import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, MemberState, StreamsMember
 from broker.coordinator.streams.reconcile import CurrentAssignmentBuilder
 from broker.coordinator.streams.tasks import EMPTY_TASKS, TasksTuple, TasksWithEpochs, tasks_from
@@ -536,9 +537,10 @@ class StreamsGroupManager:
         tasks_changed = member.assigned != reconciled.assigned
         endpoint_changed = member.user_endpoint != reconciled.user_endpoint
         if joining or tasks_changed:
-            result.active_tasks = {s: sorted(ps) for s, ps in reconciled.assigned.active.items()}
-            result.standby_tasks = {s: sorted(ps) for s, ps in reconciled.assigned.standby.items()}
-            result.warmup_tasks = {s: sorted(ps) for s, ps in reconciled.assigned.warmup.items()}
+            # each kind in the order Kafka's HashMap of sub-topologies iterates
+            result.active_tasks = _java_ordered(reconciled.assigned.active)
+            result.standby_tasks = _java_ordered(reconciled.assigned.standby)
+            result.warmup_tasks = _java_ordered(reconciled.assigned.warmup)
         if endpoint_changed or (tasks_changed and reconciled.user_endpoint is not None):
             group.endpoint_information_epoch += 1
         if group.endpoint_information_epoch != req.endpoint_information_epoch:
@@ -570,11 +572,21 @@ class StreamsGroupManager:
         result.status = statuses
 
         was_stable = group.state == StreamsGroupState.STABLE if req.group_id in self.groups else False
-        waiter = self.shard.write(records) if records else None
+        waiter = self._write(req.group_id, records) if records else None
         group = self.groups.get(req.group_id, group)  # a new group exists once its records are replayed
         self._after_write(group, member, reconciled, was_stable)
         self._schedule_session(req.group_id, req.member_id)
         return result, waiter
+
+    def _write(self, group_id: str, records: list[Record]) -> Awaitable[Any] | None:
+        """Append the records; the group as of this write is what StreamsGroupDescribe shows of its
+        configured topology (Kafka describes a group at the last committed offset, and a configured
+        topology computed by a heartbeat that wrote nothing is not there yet)."""
+        waiter = self.shard.write(records)
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.described_topology = group.configured_topology
+        return waiter
 
     def _after_write(self, group: StreamsGroup, before: StreamsMember, after: StreamsMember, was_stable: bool) -> None:
         gid = group.group_id
@@ -866,7 +878,7 @@ class StreamsGroupManager:
             self.shard.now_ms(),
         )
         if records:
-            self.shard.write(records)
+            self._write(group_id, records)
 
     # -- reconciliation (KS-18, KS-19) --------------------------------------------------------------
 
@@ -932,7 +944,7 @@ class StreamsGroupManager:
                 pending_revocation=TasksWithEpochs(),
                 assigned=member.assigned.with_zero_epochs(),
             )
-            waiter = self.shard.write([self._current_record(req.group_id, leaving)])
+            waiter = self._write(req.group_id, [self._current_record(req.group_id, leaving)])
             return StreamsHeartbeatResult(member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH), waiter
         log.info("static member left the streams group", group=req.group_id, member=req.member_id, instance_id=req.instance_id)
         return result, self.fence(group, member, "left the group")
@@ -948,7 +960,7 @@ class StreamsGroupManager:
         if len(group.members) == 1:
             records.append(self._target_metadata_record(group.group_id, epoch, 0))
         self._cancel_timers(group.group_id, member.member_id)
-        waiter = self.shard.write(records)
+        waiter = self._write(group.group_id, records)
         if reason != "left the group":
             self.stats.streams_members_fenced += 1
         self.stats.streams_epoch_bumps += 1
@@ -1047,7 +1059,10 @@ class StreamsGroupManager:
             s = subtopologies.get(sid)
             if s is None:
                 continue
-            for topic in sorted(set(s.source_topics) | set(s.repartition_source_topics)):
+            # a HashSet of the source topics, then the repartition source topics, as Kafka iterates it
+            sources = list(s.source_topics)
+            capacity = max(int(len(sources) / 0.75) + 1, 16)
+            for topic in hashmap_order([*sources, *s.repartition_source_topics], initial_capacity=capacity):
                 n = self._partitions_of(topic)
                 if n is None:
                     raise InternalStateError(f"Topic {topic} not found in metadata image")
@@ -1128,6 +1143,10 @@ class StreamsGroupManager:
             return None
         self.timers.cancel(INITIAL_REBALANCE_KEY.format(group_id))
         return self.group_tombstones(group)
+
+
+def _java_ordered(tasks: Any) -> dict[str, list[int]]:
+    return {s: sorted(tasks[s]) for s in hashmap_order(tasks)}
 
 
 def _epoch_relevant_change(old: StreamsMember, new: StreamsMember) -> bool:
