@@ -125,7 +125,7 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
     def _on_topic_changed(self, topic: Topic, created_or_deleted: bool) -> None:
         """KH-8: consumer groups subscribed to the topic (by name or regex) refresh their
         subscription metadata, and so bump their epoch, at their next heartbeat; streams groups
-        that need it recompute their metadata hash (KS-12)."""
+        that need it recompute their metadata hash (KS-14)."""
         if topic.internal:
             return
         for shard in self.active_shards():

@@ -405,7 +405,9 @@ class StreamsGroupManager:
         except StreamsInvalidTopology as exc:
             raise CoordinatorError(ErrorCode.STREAMS_INVALID_TOPOLOGY, str(exc)) from exc
         except (InternalStateError, DuplicateSubtopologyError) as exc:
-            log.error("streams group heartbeat hit an unexpected error", group=req.group_id, member=req.member_id, error=str(exc))
+            # What Kafka's coordinator fails on (IllegalStateException, IndexOutOfBoundsException, a
+            # duplicate key) comes from what the member sent: UNKNOWN_SERVER_ERROR, as Kafka answers.
+            log.warning("streams group heartbeat failed on its input", group=req.group_id, member=req.member_id, error=str(exc))
             raise CoordinatorError(ErrorCode.UNKNOWN_SERVER_ERROR, None) from exc
 
     def _heartbeat(self, req: StreamsHeartbeat) -> tuple[StreamsHeartbeatResult, Awaitable[Any] | None]:

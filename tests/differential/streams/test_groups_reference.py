@@ -12,6 +12,7 @@ from kafka.protocol.consumer import OffsetFetchRequest
 from tests.differential.streams.conftest import Both, Side
 from tests.support import consumer_groups as cg
 from tests.support import groups as classic
+from tests.support.kafka_reference import KAFLET_GROUP_SETTINGS
 from tests.support.streams_groups import StreamsMember, describe, heartbeat, word_count
 
 
@@ -168,5 +169,68 @@ def test_streams_members_commit_and_fetch_offsets_with_their_epochs(both: Both) 
             )
             steps.append((f"fetch with {label}", plain(await c.request(req))))
         return steps
+
+    both.same(scenario)
+
+
+def test_streams_group_configs_are_validated_and_described_as_kafka_does(both: Both) -> None:
+    """The streams.* configs of a GROUP resource (IncrementalAlterConfigs, DescribeConfigs): Kafka's
+    names, defaults (from the broker's group.streams.*), bounds and messages."""
+    from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+    r = IncrementalAlterConfigsRequest.AlterConfigsResource
+
+    async def scenario(side: Side) -> list[Any]:
+        c = await side.client()
+        g = f"{side.prefix}-g"
+        out: list[Any] = []
+        cases = [
+            {"streams.session.timeout.ms": "5999"},
+            {"streams.session.timeout.ms": "60001"},
+            {"streams.heartbeat.interval.ms": "100"},
+            {"streams.heartbeat.interval.ms": "15001"},
+            {"streams.num.standby.replicas": "3"},
+            {"streams.num.standby.replicas": "-1"},
+            {"streams.initial.rebalance.delay.ms": "-1"},
+            {"streams.task.offset.interval.ms": "100"},
+            {"streams.num.warmup.replicas": "21"},
+            {"streams.assignor.name": "nope"},
+            {"streams.unknown": "1"},
+            {"streams.session.timeout.ms": "7000", "streams.num.standby.replicas": "1", "streams.heartbeat.interval.ms": "300"},
+        ]
+        for configs in cases:
+            req = IncrementalAlterConfigsRequest[1](
+                resources=[
+                    r(
+                        resource_type=32,
+                        resource_name=g,
+                        configs=[r.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()],
+                    )
+                ],
+                validate_only=False,
+            )
+            out.append((configs, [(x.error_code, x.error_message) for x in (await c.request(req)).responses]))
+        described = await c.request(
+            DescribeConfigsRequest[4](
+                resources=[DescribeConfigsRequest.DescribeConfigsResource(resource_type=32, resource_name=g, configuration_keys=None)],
+                include_synonyms=False,
+                include_documentation=False,
+            )
+        )
+        (res,) = described.results
+        # The reference broker has kaflet's group settings in its server.properties, so Kafka says
+        # STATIC_BROKER_CONFIG (4) for them where kaflet, running on its defaults, says DEFAULT_CONFIG (5).
+        static = {"streams." + k.removeprefix("group.streams.") for k in KAFLET_GROUP_SETTINGS if k.startswith("group.streams.")}
+        out.append(
+            (
+                res.error_code,
+                sorted(
+                    (x.name, x.value, x.read_only, 5 if x.config_source == 4 and x.name in static else x.config_source, x.is_sensitive)
+                    for x in res.configs
+                    if x.name.startswith("streams.")
+                ),
+            )
+        )
+        return out
 
     both.same(scenario)

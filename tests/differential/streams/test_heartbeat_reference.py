@@ -144,6 +144,14 @@ def test_topologies_are_validated_against_the_topics_as_kafka_does(both: Both) -
             ),
         }
         out = {}
+        # an interactive-queries endpoint while the topology cannot be configured (no sub-topologies yet)
+        endpoint = R.Endpoint(host="localhost", port=7001)
+        out["missing-source-endpoint"] = hb(
+            await heartbeat(c, f"{p}-ep", "m1", 0, topology=cases["missing-source"], user_endpoint=endpoint)
+        )
+        out["missing-source-endpoint-again"] = hb(
+            await heartbeat(c, f"{p}-ep", "m1", 0, topology=cases["missing-source"], user_endpoint=endpoint)
+        )
         for name, topo in cases.items():
             g = f"{p}-{name}"
             first = hb(await heartbeat(c, g, "m1", 0, topology=topo))
