@@ -18,7 +18,7 @@ from tests.support.raw_client import RawClient
 from tests.support.streams_groups import StreamsMember, converge, word_count
 
 
-def test_groups_list_describe_and_lag_of_a_streams_group(broker_proc: Callable[..., BrokerProcess]) -> None:
+def test_ks_28_groups_list_describe_and_lag_of_a_streams_group(broker_proc: Callable[..., BrokerProcess]) -> None:
     bp = broker_proc("--metrics-port", "0", "--metrics-host", "127.0.0.1", "--default-partitions", "2")
     bs = bp.bootstrap
     producer = Producer({"bootstrap.servers": bs})

@@ -42,7 +42,7 @@ def word_count_topics(prefix: str, app: str, partitions: int = 2) -> dict[str, i
     return {f"{prefix}-input": partitions, f"{app}-counts-repartition": partitions, f"{app}-counts-changelog": partitions}
 
 
-def test_group_ids_of_other_types_and_offsets_only_groups(both: Both) -> None:
+def test_ks_5_ks_28_ks_29_group_ids_of_other_types_and_offsets_only_groups(both: Both) -> None:
     async def scenario(side: Side) -> list[Any]:
         p = side.prefix
         app = f"{p}-app"
@@ -114,7 +114,7 @@ def test_group_ids_of_other_types_and_offsets_only_groups(both: Both) -> None:
     both.same(scenario)
 
 
-def test_streams_members_commit_and_fetch_offsets_with_their_epochs(both: Both) -> None:
+def test_ks_27_streams_members_commit_and_fetch_offsets_with_their_epochs(both: Both) -> None:
     async def scenario(side: Side) -> list[Any]:
         p = side.prefix
         app = f"{p}-app"
@@ -173,7 +173,7 @@ def test_streams_members_commit_and_fetch_offsets_with_their_epochs(both: Both) 
     both.same(scenario)
 
 
-def test_streams_group_configs_are_validated_and_described_as_kafka_does(both: Both) -> None:
+def test_ks_25_streams_group_configs_are_validated_and_described_as_kafka_does(both: Both) -> None:
     """The streams.* configs of a GROUP resource (IncrementalAlterConfigs, DescribeConfigs): Kafka's
     names, defaults (from the broker's group.streams.*), bounds and messages."""
     from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest

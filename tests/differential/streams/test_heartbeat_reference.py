@@ -64,7 +64,7 @@ def word_count_topics(prefix: str, app: str, partitions: int = 4) -> dict[str, i
 # -- requests Kafka refuses before the group is looked at ------------------------------------------
 
 
-def test_invalid_requests_are_refused_as_kafka_refuses_them(both: Both) -> None:
+def test_ks_3_ks_4_invalid_requests_are_refused_as_kafka_refuses_them(both: Both) -> None:
     async def scenario(side: Side) -> list[Any]:
         c = await side.client()
         g = f"{side.prefix}-invalid"
@@ -105,7 +105,7 @@ def test_invalid_requests_are_refused_as_kafka_refuses_them(both: Both) -> None:
 # -- topologies: missing, mispartitioned and inconsistent topics ----------------------------------
 
 
-def test_topologies_are_validated_against_the_topics_as_kafka_does(both: Both) -> None:
+def test_ks_11_ks_12_ks_13_topologies_are_validated_against_the_topics_as_kafka_does(both: Both) -> None:
     async def scenario(side: Side) -> list[Any]:
         p = side.prefix
         await side.topics({f"{p}-a": 3, f"{p}-b": 3, f"{p}-c": 2, f"{p}-t10-store-changelog": 5})
@@ -172,7 +172,7 @@ def test_topologies_are_validated_against_the_topics_as_kafka_does(both: Both) -
     both.same(scenario)
 
 
-def test_an_existing_internal_topic_keeps_its_partitions_and_configs(both: Both) -> None:
+def test_ks_13_an_existing_internal_topic_keeps_its_partitions_and_configs(both: Both) -> None:
     """Internal topics the group finds already there (here: all of them) are used as they are."""
 
     async def scenario(side: Side) -> Any:
@@ -191,7 +191,7 @@ def test_an_existing_internal_topic_keeps_its_partitions_and_configs(both: Both)
 # -- a group's life: join, reconcile, fence, leave -------------------------------------------------
 
 
-def test_two_members_reconcile_as_kafka_reconciles(both: Both) -> None:
+def test_ks_8_ks_18_ks_22_ks_30_two_members_reconcile_as_kafka_reconciles(both: Both) -> None:
     """Two processes share a word count: the second one's tasks are revoked from the first before it
     gets them; epochs, statuses, endpoints and every description along the way are Kafka's."""
 
@@ -256,7 +256,7 @@ def test_two_members_reconcile_as_kafka_reconciles(both: Both) -> None:
     both.same(scenario)
 
 
-def test_static_members_are_replaced_and_fenced_as_kafka_does(both: Both) -> None:
+def test_ks_24_static_members_are_replaced_and_fenced_as_kafka_does(both: Both) -> None:
     async def scenario(side: Side) -> list[Any]:
         p = side.prefix
         app = f"{p}-app"
@@ -286,7 +286,7 @@ def test_static_members_are_replaced_and_fenced_as_kafka_does(both: Both) -> Non
     both.same(scenario)
 
 
-def test_standby_replicas_and_shutdown_requests_follow_the_group_configs(both: Both) -> None:
+def test_ks_16_ks_23_standby_replicas_and_shutdown_requests_follow_the_group_configs(both: Both) -> None:
     async def scenario(side: Side) -> list[Any]:
         p = side.prefix
         app = f"{p}-app"
@@ -308,7 +308,7 @@ def test_standby_replicas_and_shutdown_requests_follow_the_group_configs(both: B
     both.same(scenario)
 
 
-def test_topology_updates_and_stale_topologies_are_answered_as_kafka_does(both: Both) -> None:
+def test_ks_10_topology_updates_are_answered_as_kafka_does(both: Both) -> None:
     async def scenario(side: Side) -> list[Any]:
         p = side.prefix
         app = f"{p}-app"
@@ -327,7 +327,7 @@ def test_topology_updates_and_stale_topologies_are_answered_as_kafka_does(both: 
     both.same(scenario)
 
 
-def test_describe_answers_as_kafka_does(both: Both) -> None:
+def test_ks_26_describe_answers_as_kafka_does(both: Both) -> None:
     async def scenario(side: Side) -> list[Any]:
         p = side.prefix
         app = f"{p}-app"

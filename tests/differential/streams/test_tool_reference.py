@@ -66,7 +66,7 @@ def produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
     assert producer.flush(30) == 0
 
 
-def test_kafka_streams_groups_tool_reports_the_same(both: Both) -> None:
+def test_ks_28_kafka_streams_groups_tool_reports_the_same(both: Both) -> None:
     async def scenario(side: Side) -> list[Any]:
         p = side.prefix
         app = f"{p}-app"
