@@ -1,7 +1,8 @@
 """Streams groups over time and across restarts: the session timeout (KS-20) and the rebalance
 timeout (KS-21) fence members, with their group-event log lines and metrics; a group's records
-(types 17, 19-23) are replayed at load into the same group (KS-30), and a deleted group's
-tombstones keep it deleted (KS-28, KS-30)."""
+(types 17, 19-23) are replayed at load into the same group (KS-30), a deleted group's
+tombstones keep it deleted (KS-28, KS-30), and a live group's offsets expire only outside its
+topology (KS-27)."""
 
 from __future__ import annotations
 
@@ -146,3 +147,26 @@ async def test_ks_30_a_group_is_replayed_at_load_as_it_was(make_config: Callable
         [d] = (await describe(client, "g")).groups
         assert (d.error_code, d.error_message) == (GROUP_ID_NOT_FOUND, "Group g not found.")
         assert "g" not in {x.group_id for x in (await classic.list_groups(client)).groups}
+
+
+async def test_ks_27_offsets_of_a_live_streams_group_expire_only_outside_its_topology(make_config: Callable[..., Config]) -> None:
+    """OR-2 for streams groups (StreamsGroup.isSubscribedToTopic): the offsets of a source or
+    repartition topic of a group with members never expire; others do, from their commit time."""
+    day = 24 * 60 * 60_000
+    async with serving(make_config(offsets_retention_minutes=1440, offsets_retention_check_interval_ms=50)) as served:
+        word_count_topics(served.broker)
+        served.broker.topics.create("elsewhere", 1)
+        client = await served.ready()
+        m = StreamsMember(client, "g", "a", word_count("p", "app"))
+        await m.beat()
+        await m.beat()
+        offsets = {("p-input", 0): 5, ("app-counts-repartition", 1): 2, ("elsewhere", 0): 3}
+        assert set((await classic.commit(client, "g", offsets, version=9, generation=m.epoch, member_id="a")).values()) == {NONE}
+        served.broker.clock.advance(3 * day)
+
+        async def expired() -> bool:
+            return ("elsewhere", 0) not in await classic.fetched_offsets(client, "g")
+
+        await wait_until(expired, timeout=10, message="the offset outside the topology to expire")
+        assert await classic.fetched_offsets(client, "g") == {("p-input", 0): 5, ("app-counts-repartition", 1): 2}
+        assert (await describe_one(client, "g")).group_state == "Stable"
