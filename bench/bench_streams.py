@@ -1,4 +1,5 @@
-"""Kafka Streams 4.4 on kaflet and on Kafka 4.4, both at their defaults, classic group protocol.
+"""Kafka Streams 4.4 on kaflet and on Kafka 4.4, both at their defaults, with the classic group
+protocol and with the streams group protocol (KIP-1071, `group.protocol=streams`).
 
 The application is the suite's word count (tests/jvm/kafka-streams-apps: lines split into
 words, re-keyed through a repartition topic, counted in a RocksDB store with a changelog) under
@@ -16,6 +17,13 @@ at the same moment.
   heartbeat interval (3 s) a member hears of the re-balance on its next heartbeat.
 - word count records/s: N lines (5 words each) produced beforehand; from RUNNING until the
   output, read under read_committed, holds every word's final count.
+
+The start-up and re-balance rows are measured with each protocol, the same application but
+for `group.protocol`. With the streams protocol the broker assigns the tasks: Kafka at its
+defaults waits group.streams.initial.rebalance.delay.ms (3 s) before a new group's first
+assignment, batches assignments every group.streams.assignment.interval.ms (1 s) and has members
+heartbeat every group.streams.heartbeat.interval.ms (5 s); kaflet's defaults are 0, 0 and 250 ms
+(docs/decisions.md).
 
 Times come from the instances' own state events (wall clock, ms); the figure is the median of
 the repetitions. Kafka runs at its defaults (KafkaReference(kafka_defaults=True): initial
@@ -37,7 +45,10 @@ from bench.context import Context, Row, Target, median
 from bench.procs import cpu_seconds
 from tests.support.streams_apps import LEAN_JVM
 
-ABOUT = "Kafka Streams word count (classic, exactly_once_v2): start() to RUNNING with 1 and 3 instances, re-balance after a leave, records/s; against Kafka 4.4 at its defaults"
+ABOUT = (
+    "Kafka Streams word count (exactly_once_v2): start() to RUNNING with 1 and 3 instances, re-balance after a leave, "
+    "with the classic and the streams group protocol; records/s; against Kafka 4.4 at its defaults"
+)
 
 PARTITIONS = 3
 WORDS_PER_LINE = 5
@@ -49,14 +60,14 @@ STARTUP_JVM = LEAN_JVM
 RATE_JVM = ("-Xmx512m",)
 
 
-def _app(prefix: str, name: str) -> Any:
+def _app(prefix: str, name: str, protocol: str = "classic") -> Any:
     from tests.support.streams_apps import AppSpec
 
     return AppSpec(
         name=name,
         application_id=f"{prefix}-{name}",
         guarantee="exactly_once_v2",
-        protocol="classic",
+        protocol=protocol,
         inputs=prefix,
         outputs=f"{prefix}-{name}",
         topologies=("wordcount",),
@@ -108,13 +119,13 @@ def _start_at(inst: Any, app: str, timeout: float) -> float:
     return float(record["at"])
 
 
-def startup_and_leave(bootstrap: str, work: Path, prefix: str, timeout: float) -> dict[str, float]:
+def startup_and_leave(bootstrap: str, work: Path, prefix: str, timeout: float, protocol: str = "classic") -> dict[str, float]:
     """Seconds: 1 instance start() -> RUNNING; 3 instances; the re-balance after one leaves."""
     from tests.support.streams_apps import create_topics
 
     create_topics(bootstrap, [f"{prefix}-wc-input", f"{prefix}-one-wc-output", f"{prefix}-three-wc-output"], PARTITIONS)
     out: dict[str, float] = {}
-    one = _instances(bootstrap, work, _app(prefix, "one"), 1, STARTUP_JVM)
+    one = _instances(bootstrap, work, _app(prefix, "one", protocol), 1, STARTUP_JVM)
     try:
         started = _start_together(one, "one", timeout)
         running, tasks = _wait_settled(one, "one", None, started, timeout)
@@ -122,7 +133,7 @@ def startup_and_leave(bootstrap: str, work: Path, prefix: str, timeout: float) -
     finally:
         for inst in one:
             inst.stop()
-    three = _instances(bootstrap, work, _app(prefix, "three"), 3, STARTUP_JVM)
+    three = _instances(bootstrap, work, _app(prefix, "three", protocol), 3, STARTUP_JVM)
     try:
         started = _start_together(three, "three", timeout)
         settled, _ = _wait_settled(three, "three", tasks, started, timeout)
@@ -194,9 +205,12 @@ def throughput(bootstrap: str, work: Path, prefix: str, lines: int, timeout: flo
 def _measure(ctx: Context, name: str, bootstrap: str, pid: int | None, work: Path, lines: int) -> dict[str, float]:
     prefix = f"b{uuid.uuid4().hex[:8]}"
     result = startup_and_leave(bootstrap, work / f"{name}-{prefix}", prefix, 120.0)
+    streams = startup_and_leave(bootstrap, work / f"{name}-{prefix}s", f"{prefix}s", 120.0, protocol="streams")
+    result.update({f"streams_{k}": v for k, v in streams.items()})
     result.update(throughput(bootstrap, work / f"{name}-{prefix}", f"{prefix}t", lines, 300.0, pid))
     ctx.say(
-        f"  {name}: RUNNING 1 {result['one']:.2f} s, 3 {result['three']:.2f} s, leave {result['leave']:.2f} s, "
+        f"  {name}: classic RUNNING 1 {result['one']:.2f} s, 3 {result['three']:.2f} s, leave {result['leave']:.2f} s; "
+        f"streams RUNNING 1 {result['streams_one']:.2f} s, 3 {result['streams_three']:.2f} s, leave {result['streams_leave']:.2f} s; "
         f"{result['rate']:,.0f} records/s ({lines} in {result['seconds']:.1f} s)"
     )
     return result
@@ -231,7 +245,10 @@ def run(ctx: Context) -> list[Row]:
         partitions=PARTITIONS,
         jvm={"startup": list(STARTUP_JVM), "rate": list(RATE_JVM)},
     )
-    ctx.note("baseline: Apache Kafka 4.4 at its defaults (group.initial.rebalance.delay.ms 3000); Streams and clients at theirs")
+    ctx.note(
+        "baseline: Apache Kafka 4.4 at its defaults (group.initial.rebalance.delay.ms 3000; group.streams.initial.rebalance.delay.ms 3000, "
+        "group.streams.assignment.interval.ms 1000, group.streams.heartbeat.interval.ms 5000); Streams and clients at theirs"
+    )
 
     def mid(side: str, key: str) -> float:
         return median([r[key] for r in runs[side]])
@@ -241,6 +258,33 @@ def run(ctx: Context) -> list[Row]:
         Row("start() -> RUNNING, 1 instance", "s", mid("kaflet", "one"), mid("kafka", "one"), False, three_x, "kafka"),
         Row("start() -> RUNNING, 3 instances", "s", mid("kaflet", "three"), mid("kafka", "three"), False, three_x, "kafka"),
         Row("re-balance after one of 3 leaves", "s", mid("kaflet", "leave"), mid("kafka", "leave"), False, None, "kafka"),
+        Row(
+            "streams protocol: start() -> RUNNING, 1 instance",
+            "s",
+            mid("kaflet", "streams_one"),
+            mid("kafka", "streams_one"),
+            False,
+            three_x,
+            "kafka",
+        ),
+        Row(
+            "streams protocol: start() -> RUNNING, 3 instances",
+            "s",
+            mid("kaflet", "streams_three"),
+            mid("kafka", "streams_three"),
+            False,
+            three_x,
+            "kafka",
+        ),
+        Row(
+            "streams protocol: re-balance after one of 3 leaves",
+            "s",
+            mid("kaflet", "streams_leave"),
+            mid("kafka", "streams_leave"),
+            False,
+            None,
+            "kafka",
+        ),
         Row("word count, exactly_once_v2", "rec/s", mid("kaflet", "rate"), mid("kafka", "rate"), True, Target("ratio>=", 0.5), "kafka"),
         Row(
             "word count broker CPU", "cores", mid("kaflet", "broker_cpu"), mid("kafka", "broker_cpu"), baseline_name="kafka", compare=False

@@ -59,6 +59,8 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    STREAMS_GROUP_HEARTBEAT = 88
+    STREAMS_GROUP_DESCRIBE = 89
 
 
 # Where each API's kafka-python classes live (`<Name>Request` / `<Name>Response`, the name
@@ -69,6 +71,7 @@ _MODULES: dict[int, str] = {
     **dict.fromkeys((1, 2, 8, 9, 11, 12, 13, 14, 23, 47), "kafka.protocol.consumer"),
     **dict.fromkeys((3, 10, 18), "kafka.protocol.metadata"),
     **dict.fromkeys((68, 69), "protocol.kip848"),
+    **dict.fromkeys((88, 89), "protocol.kip1071"),
     **dict.fromkeys((17, 36), "kafka.protocol.sasl"),
 }
 _NAMES: dict[int, str] = {55: "DescribeQuorum", 74: "ListConfigResources"}  # keys ApiKey does not name

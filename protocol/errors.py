@@ -129,6 +129,9 @@ class ErrorCode(IntEnum):
     INVALID_REGISTRATION = 119
     TRANSACTION_ABORTABLE = 120
     INVALID_REGULAR_EXPRESSION = 128
+    STREAMS_INVALID_TOPOLOGY = 130
+    STREAMS_INVALID_TOPOLOGY_EPOCH = 131
+    STREAMS_TOPOLOGY_FENCED = 132
 
     @property
     def message(self) -> str:
@@ -183,4 +186,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",
     ErrorCode.UNSUPPORTED_ENDPOINT_TYPE: "This endpoint type is not supported yet.",
     ErrorCode.INVALID_REGULAR_EXPRESSION: "The regular expression is not valid.",
+    ErrorCode.STREAMS_INVALID_TOPOLOGY: "The supplied topology is invalid.",
+    ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH: "The supplied topology epoch is invalid.",
+    ErrorCode.STREAMS_TOPOLOGY_FENCED: "The supplied topology epoch is outdated.",
 }

@@ -1,5 +1,7 @@
 """`kaflet groups list|describe|delete|lag|reset-offsets|rebalance` (kafka-consumer-groups.sh's semantics).
 
+Streams groups (KIP-1071) are described with their tasks (broker/admin_cli/streams_groups.py).
+
 lag: per partition the committed offset, the log end offset (ListOffsets latest, read
 uncommitted, as Kafka's tool asks) and their difference, with the member that owns the
 partition; partitions a member owns without a commit are listed with no offset and no lag.
@@ -98,9 +100,14 @@ def _resolve_groups(args: argparse.Namespace, p: argparse.ArgumentParser, count:
 def _describe(admin: Any, group_ids: list[str]) -> dict[str, dict[str, Any]]:
     """DescribeGroups, with KIP-848 groups (which DescribeGroups reports Dead) described by
     ConsumerGroupDescribe in the same shape: state, and members with their assigned partitions."""
+    from broker.admin_cli import streams_groups
+
     consumer_groups = _consumer_describe(admin, group_ids)
-    rest = [g for g in group_ids if g not in consumer_groups]
+    streams = streams_groups.streams_describe(admin, [g for g in group_ids if g not in consumer_groups])
+    rest = [g for g in group_ids if g not in consumer_groups and g not in streams]
     out = dict(admin.describe_groups(rest)) if rest else {}
+    for group_id, sd in streams.items():
+        out[group_id] = streams_groups.as_partition_owners(admin, sd)
     for group_id, d in consumer_groups.items():
         out[group_id] = {
             "group_state": d.group_state,
@@ -340,13 +347,21 @@ def _describe_consumer_group(d: Any, admin: Any) -> tuple[dict[str, Any], str]:
 
 
 def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
+    from broker.admin_cli import streams_groups
+
     consumer_groups = _consumer_describe(admin, args.groups)
-    classic_ids = [g for g in args.groups if g not in consumer_groups]
+    streams = streams_groups.streams_describe(admin, [g for g in args.groups if g not in consumer_groups])
+    classic_ids = [g for g in args.groups if g not in consumer_groups and g not in streams]
     described = dict(admin.describe_groups(classic_ids)) if classic_ids else {}
     out = []
     errors = []
     blocks = []
     for group_id in args.groups:
+        if group_id in streams:
+            summary, block = streams_groups.describe_streams_group(streams[group_id], admin)
+            out.append(summary)
+            blocks.append(block)
+            continue
         if group_id in consumer_groups:
             summary, block = _describe_consumer_group(consumer_groups[group_id], admin)
             out.append(summary)

@@ -28,6 +28,8 @@ from broker.apis import (  # noqa: F401
     produce,
     sasl,
     scram_credentials,
+    streams_group_describe,
+    streams_group_heartbeat,
     sync_group,
     transaction_admin,
     transactions,

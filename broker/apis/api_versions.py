@@ -18,25 +18,27 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 _Key = ApiVersionsResponse.ApiVersion
 
 
-# KH-1: served only while group.coordinator.rebalance.protocols lists `consumer`.
+# KH-1: served only while group.coordinator.rebalance.protocols lists `consumer`; KS-1: likewise `streams`.
 CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
+STREAMS_PROTOCOL_APIS = frozenset({ApiKey.STREAMS_GROUP_HEARTBEAT, ApiKey.STREAMS_GROUP_DESCRIBE})
 
 
-def _keys(consumer_protocol: bool = True) -> list[Any]:
-    return [
-        _Key(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in served() if consumer_protocol or k not in CONSUMER_PROTOCOL_APIS
-    ]
+def _keys(consumer_protocol: bool = True, streams_protocol: bool = True) -> list[Any]:
+    hidden = (set() if consumer_protocol else CONSUMER_PROTOCOL_APIS) | (set() if streams_protocol else STREAMS_PROTOCOL_APIS)
+    return [_Key(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in served() if k not in hidden]
 
 
 @cache
-def unsupported_version_body(consumer_protocol: bool = True) -> bytes:
+def unsupported_version_body(consumer_protocol: bool = True, streams_protocol: bool = True) -> bytes:
     """The v0 answer to an ApiVersions version we do not serve: error 35 plus what we serve."""
-    return bytes(ApiVersionsResponse(version=0, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_keys(consumer_protocol)).encode())
+    keys = _keys(consumer_protocol, streams_protocol)
+    return bytes(ApiVersionsResponse(version=0, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=keys).encode())
 
 
 @cache
-def _ok_body(version: int, consumer_protocol: bool = True) -> bytes:
-    return bytes(ApiVersionsResponse(version=version, error_code=0, api_keys=_keys(consumer_protocol), throttle_time_ms=0).encode())
+def _ok_body(version: int, consumer_protocol: bool = True, streams_protocol: bool = True) -> bytes:
+    keys = _keys(consumer_protocol, streams_protocol)
+    return bytes(ApiVersionsResponse(version=version, error_code=0, api_keys=keys, throttle_time_ms=0).encode())
 
 
 def _error(request: Any, code: ErrorCode) -> Any:
@@ -44,7 +46,7 @@ def _error(request: Any, code: ErrorCode) -> Any:
 
 
 def _unsupported(broker: Any) -> bytes:
-    return unsupported_version_body(broker.config.consumer_protocol_enabled)
+    return unsupported_version_body(broker.config.consumer_protocol_enabled, broker.config.streams_protocol_enabled)
 
 
 @api(ApiKey.API_VERSIONS, 0, 4, error_response=_error, unsupported_version=_unsupported)
@@ -54,4 +56,4 @@ def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
         if not (name and version and _SOFTWARE.match(name) and _SOFTWARE.match(version)):
             return _error(request, ErrorCode.INVALID_REQUEST)
         ctx.conn.client_software = (name, version)
-    return _ok_body(ctx.api_version, ctx.broker.config.consumer_protocol_enabled)
+    return _ok_body(ctx.api_version, ctx.broker.config.consumer_protocol_enabled, ctx.broker.config.streams_protocol_enabled)

@@ -287,7 +287,8 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
             continue
         group = shard.consumer_groups.get(group_id)
         if group is None:
-            message = f"Group {group_id} is not a consumer group." if group_id in shard.groups else f"Group {group_id} not found."
+            other = group_id in shard.groups or group_id in shard.streams_groups
+            message = f"Group {group_id} is not a consumer group." if other else f"Group {group_id} not found."
             described.append(_error_group(group_id, ErrorCode.GROUP_ID_NOT_FOUND, message))
             continue
         described.append(describe_group(ctx.broker, group, request.include_authorized_operations, default))

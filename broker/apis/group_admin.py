@@ -1,9 +1,11 @@
-"""DescribeGroups v0-v6, ListGroups v0-v5, DeleteGroups v0-v2 (DG-1..DG-2, LI-1..LI-3, DL-1..DL-3)."""
+"""DescribeGroups v0-v6, ListGroups v0-v5, DeleteGroups v0-v2 (DG-1..DG-2, LI-1..LI-3, DL-1..DL-3; KS-28
+for streams groups)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.coordinator.streams.group import StreamsGroupState
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.runtime.errors import CoordinatorError, map_append_error
@@ -23,7 +25,7 @@ _Deleted = DeleteGroupsResponse.DeletableGroupResult
 
 # What an authorizer-less Kafka reports for a group: every operation a GROUP supports.
 GROUP_OPERATIONS = all_operations(ResourceType.GROUP)
-GROUP_TYPES = ("classic", "consumer", "share")
+GROUP_TYPES = ("classic", "consumer", "share", "streams")
 
 
 def _describe_error(request: Any, code: ErrorCode) -> Any:
@@ -87,7 +89,7 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
         if version >= 6 and d.state == "Dead":
             # v6 (KIP-1043): a group that is not a classic one is an error, with Kafka's message;
             # before v6 it is described as Dead without one.
-            kind = "is not a classic group" if group_id in shard.consumer_groups else "not found"
+            kind = "is not a classic group" if group_id in shard.consumer_groups or group_id in shard.streams_groups else "not found"
             described.append(
                 _Described(
                     error_code=ErrorCode.GROUP_ID_NOT_FOUND,
@@ -163,6 +165,12 @@ def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
                 if states and state.lower() not in states:
                     continue
                 listed.append(_Listed(group_id=cgroup.group_id, protocol_type="consumer", group_state=state, group_type="consumer"))
+        if not types or "streams" in types:
+            for sgroup in shard.streams_groups.values():  # KS-28: KIP-1071 groups
+                state = sgroup.state
+                if states and StreamsGroupState.lower(state) not in states:
+                    continue
+                listed.append(_Listed(group_id=sgroup.group_id, protocol_type="streams", group_state=state, group_type="streams"))
     if ctx.broker.authorizer is not None and not authz.cluster_allowed(ctx, authz.Op.DESCRIBE, log_denied=False):
         # Without DESCRIBE on the cluster, only the groups the principal may describe.
         listed = [g for g in listed if authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, g.group_id, log_denied=False)]

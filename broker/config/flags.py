@@ -31,6 +31,13 @@ KAFKA_DEFAULTS: dict[str, Any] = {
     "group_consumer_heartbeat_interval_ms": 5000,
     # The lower bound of a group's own heartbeat interval follows kaflet's 250 ms default (issue 11).
     "group_consumer_min_heartbeat_interval_ms": 5000,
+    # Streams groups, likewise: members heartbeat every 250 ms (and so see their tasks, and the internal
+    # topics the broker created, within a quarter second), the first assignment is made at once, and a
+    # new target assignment is computed as soon as membership changes (docs/decisions.md).
+    "group_streams_heartbeat_interval_ms": 5000,
+    "group_streams_min_heartbeat_interval_ms": 5000,
+    "group_streams_initial_rebalance_delay_ms": 3000,
+    "group_streams_assignment_interval_ms": 1000,
     # Kafka leaves every page it writes in the page cache until the OS needs the memory; kaflet
     # hands back what lies more than 64 MiB behind each partition's head once it is written
     # (a development broker need not hold GBs of produce in memory, and on VMs that return free
@@ -144,11 +151,33 @@ class Config:
     group_consumer_max_size: int = _opt(2_147_483_647, "group.consumer.max.size")
     group_consumer_assignors: str = _opt("uniform,range", "group.consumer.assignors: server-side assignors by name, the first the default")
     group_coordinator_rebalance_protocols: str = _opt(
-        "classic,consumer", "group.coordinator.rebalance.protocols: without `consumer`, KIP-848's APIs are neither advertised nor served"
+        "classic,consumer,streams",
+        "group.coordinator.rebalance.protocols: without `consumer` (`streams`), KIP-848's (KIP-1071's) APIs are neither advertised nor served",
     )
     group_consumer_migration_policy: str = _opt(
         "bidirectional", "group.consumer.migration.policy", None, ("bidirectional", "upgrade", "downgrade", "disabled")
     )
+    # KIP-1071 streams groups (Kafka's group.streams.* broker configs; docs/kafka-streams.md).
+    group_streams_session_timeout_ms: int = _opt(45_000, "group.streams.session.timeout.ms")
+    group_streams_min_session_timeout_ms: int = _opt(45_000, "group.streams.min.session.timeout.ms")
+    group_streams_max_session_timeout_ms: int = _opt(60_000, "group.streams.max.session.timeout.ms")
+    group_streams_heartbeat_interval_ms: int = _opt(250, "group.streams.heartbeat.interval.ms (Kafka: 5000)")
+    group_streams_min_heartbeat_interval_ms: int = _opt(250, "group.streams.min.heartbeat.interval.ms (Kafka: 5000)")
+    group_streams_max_heartbeat_interval_ms: int = _opt(15_000, "group.streams.max.heartbeat.interval.ms")
+    group_streams_max_size: int = _opt(2_147_483_647, "group.streams.max.size")
+    group_streams_num_standby_replicas: int = _opt(0, "group.streams.num.standby.replicas")
+    group_streams_max_standby_replicas: int = _opt(2, "group.streams.max.standby.replicas")
+    group_streams_initial_rebalance_delay_ms: int = _opt(0, "group.streams.initial.rebalance.delay.ms (Kafka: 3000)")
+    group_streams_assignment_interval_ms: int = _opt(0, "group.streams.assignment.interval.ms (Kafka: 1000)")
+    group_streams_min_assignment_interval_ms: int = _opt(0, "group.streams.min.assignment.interval.ms")
+    group_streams_max_assignment_interval_ms: int = _opt(15_000, "group.streams.max.assignment.interval.ms")
+    group_streams_assignors: str = _opt("sticky", "group.streams.assignors: server-side task assignors by name, the first the default")
+    group_streams_task_offset_interval_ms: int = _opt(60_000, "group.streams.task.offset.interval.ms")
+    group_streams_min_task_offset_interval_ms: int = _opt(15_000, "group.streams.min.task.offset.interval.ms")
+    group_streams_num_warmup_replicas: int = _opt(2, "group.streams.num.warmup.replicas")
+    group_streams_max_warmup_replicas: int = _opt(20, "group.streams.max.warmup.replicas")
+    group_streams_acceptable_recovery_lag: int = _opt(10_000, "group.streams.acceptable.recovery.lag")
+    group_streams_rack_aware_assignment_tags: str = _opt("", "group.streams.rack.aware.assignment.tags: client tag keys, comma-separated")
     # The lag-aware assignor (issue 13): the lag of a partition the group never committed, unless the
     # group's own `lag.aware.uncommitted` config says otherwise.
     lag_aware_uncommitted: str = _opt(
@@ -385,6 +414,11 @@ class Config:
         return list(racks)
 
     @property
+    def streams_protocol_enabled(self) -> bool:
+        """KS-1: KIP-1071 streams groups are served (`streams` in --group-coordinator-rebalance-protocols)."""
+        return "streams" in {p.strip().lower() for p in self.group_coordinator_rebalance_protocols.split(",")}
+
+    @property
     def consumer_protocol_enabled(self) -> bool:
         """KH-1: KIP-848 consumer groups are served (`consumer` in --group-coordinator-rebalance-protocols)."""
         return "consumer" in {p.strip().lower() for p in self.group_coordinator_rebalance_protocols.split(",")}
@@ -400,8 +434,8 @@ class Config:
                 f"{names('group_consumer_heartbeat_interval_ms')} must be less than {names('group_consumer_session_timeout_ms')}"
             )
         protocols = {p.strip().lower() for p in self.group_coordinator_rebalance_protocols.split(",") if p.strip()}
-        if not protocols <= {"classic", "consumer"} or "classic" not in protocols:
-            raise ConfigError(f"{names('group_coordinator_rebalance_protocols')} must list classic, and may list consumer")
+        if not protocols <= {"classic", "consumer", "streams"} or "classic" not in protocols:
+            raise ConfigError(f"{names('group_coordinator_rebalance_protocols')} must list classic, and may list consumer and streams")
         if self.group_consumer_max_size < 1:
             raise ConfigError(f"{names('group_consumer_max_size')} must be at least 1")
         listed = [n.strip() for n in self.group_consumer_assignors.split(",") if n.strip()]
@@ -414,6 +448,60 @@ class Config:
                 + (f" (unknown: {', '.join(unknown)})" if unknown else "")
             )
         self.group_consumer_assignors = ",".join(listed)
+        self._validate_streams_groups()
+
+    def _validate_streams_groups(self) -> None:
+        """Kafka's start-up checks of the group.streams.* configs (ConfigDef ranges, then GroupCoordinatorConfig's requires)."""
+        at_least = {
+            "group_streams_session_timeout_ms": 1,
+            "group_streams_min_session_timeout_ms": 1,
+            "group_streams_max_session_timeout_ms": 1,
+            "group_streams_heartbeat_interval_ms": 1,
+            "group_streams_min_heartbeat_interval_ms": 1,
+            "group_streams_max_heartbeat_interval_ms": 1,
+            "group_streams_max_size": 1,
+            "group_streams_num_standby_replicas": 0,
+            "group_streams_max_standby_replicas": 0,
+            "group_streams_initial_rebalance_delay_ms": 0,
+            "group_streams_assignment_interval_ms": 0,
+            "group_streams_min_assignment_interval_ms": 0,
+            "group_streams_max_assignment_interval_ms": 0,
+            "group_streams_task_offset_interval_ms": 1,
+            "group_streams_min_task_offset_interval_ms": 1,
+            "group_streams_num_warmup_replicas": 0,
+            "group_streams_max_warmup_replicas": 0,
+            "group_streams_acceptable_recovery_lag": 0,
+        }
+        for name, low in at_least.items():
+            if getattr(self, name) < low:
+                raise ConfigError(f"{names(name)} must be at least {low}")
+        checks = [
+            ("group_streams_max_heartbeat_interval_ms", ">=", "group_streams_min_heartbeat_interval_ms"),
+            ("group_streams_heartbeat_interval_ms", ">=", "group_streams_min_heartbeat_interval_ms"),
+            ("group_streams_heartbeat_interval_ms", "<=", "group_streams_max_heartbeat_interval_ms"),
+            ("group_streams_max_session_timeout_ms", ">=", "group_streams_min_session_timeout_ms"),
+            ("group_streams_session_timeout_ms", ">=", "group_streams_min_session_timeout_ms"),
+            ("group_streams_session_timeout_ms", "<=", "group_streams_max_session_timeout_ms"),
+            ("group_streams_heartbeat_interval_ms", "<", "group_streams_session_timeout_ms"),
+            ("group_streams_max_assignment_interval_ms", ">=", "group_streams_min_assignment_interval_ms"),
+            ("group_streams_assignment_interval_ms", ">=", "group_streams_min_assignment_interval_ms"),
+            ("group_streams_assignment_interval_ms", "<=", "group_streams_max_assignment_interval_ms"),
+            ("group_streams_num_standby_replicas", "<=", "group_streams_max_standby_replicas"),
+            ("group_streams_task_offset_interval_ms", ">=", "group_streams_min_task_offset_interval_ms"),
+            ("group_streams_num_warmup_replicas", "<=", "group_streams_max_warmup_replicas"),
+        ]
+        words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+        for left, op, right in checks:
+            a, b = getattr(self, left), getattr(self, right)
+            if not (a >= b if op == ">=" else a <= b if op == "<=" else a < b):
+                raise ConfigError(f"{names(left)} must be {words[op]} {names(right)}")
+        tags = [t.strip() for t in self.group_streams_rack_aware_assignment_tags.split(",") if t.strip()]
+        if len(set(tags)) != len(tags):
+            raise ConfigError(f"{names('group_streams_rack_aware_assignment_tags')} must not contain duplicate tag keys.")
+        listed = [n.strip() for n in self.group_streams_assignors.split(",") if n.strip()]
+        if not listed or any(n != "sticky" for n in listed) or len(set(listed)) != len(listed):
+            raise ConfigError(f"{names('group_streams_assignors')} must list task assignors among sticky")
+        self.group_streams_assignors = ",".join(listed)
 
 
 def convert(name: str, raw: str, source: str) -> Any:

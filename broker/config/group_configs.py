@@ -45,6 +45,7 @@ class GroupConfigDef:
     broker_config: str  # Kafka's name of that broker config (the DescribeConfigs synonym)
     doc: str
     check: Check | None = None
+    internal: bool = False  # accepted by IncrementalAlterConfigs, not listed by DescribeConfigs (Kafka's defineInternal)
 
 
 def _between(low_field: str, low_name: str, high_field: str, high_name: str) -> Check:
@@ -115,6 +116,142 @@ GROUP_CONFIG_DEFS.append(
         _one_of("earliest", "latest"),
     )
 )
+
+# KIP-1071 streams groups: Kafka 4.4's streams.* group configs, their ConfigDef ranges first, then
+# GroupConfig.validateValues' bounds against the broker's group.streams.* settings, in Kafka's words.
+
+
+def _streams_range(low: int, low_field: str | None = None, high_field: str | None = None) -> Check:
+    def check(name: str, value: Any, _values: Mapping[str, Any], config: Config) -> None:
+        if value < low:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
+        lo = getattr(config, low_field) if low_field else None
+        hi = getattr(config, high_field) if high_field else None
+        if lo is not None and hi is not None and not lo <= value <= hi:
+            raise ConfigError(f"{name} must be in the range {lo} to {hi} inclusive.")
+        if lo is not None and hi is None and value < lo:
+            raise ConfigError(f"{name} must be greater than or equal to {lo}")
+        if hi is not None and lo is None and value > hi:
+            raise ConfigError(f"{name} must be less than or equal to {hi}")
+
+    return check
+
+
+_STREAMS_HEARTBEAT_RANGE = _streams_range(1, "group_streams_min_heartbeat_interval_ms", "group_streams_max_heartbeat_interval_ms")
+_STREAMS_SESSION_RANGE = _streams_range(1, "group_streams_min_session_timeout_ms", "group_streams_max_session_timeout_ms")
+
+
+def _streams_session_and_heartbeat(name: str, value: Any, values: Mapping[str, Any], config: Config) -> None:
+    """Kafka's order: the heartbeat interval's range, the session timeout's, then one against the other."""
+    session, heartbeat = "streams.session.timeout.ms", "streams.heartbeat.interval.ms"
+    _STREAMS_HEARTBEAT_RANGE(heartbeat, values[heartbeat], values, config)
+    _STREAMS_SESSION_RANGE(session, values[session], values, config)
+    if values[session] <= values[heartbeat]:
+        raise ConfigError("streams.session.timeout.ms must be greater than streams.heartbeat.interval.ms")
+
+
+def _streams_tags(name: str, value: Any, _values: Mapping[str, Any], _config: Config) -> None:
+    tags = [t.strip() for t in value] if isinstance(value, list) else []
+    if len(set(tags)) != len(tags):
+        raise ConfigError("streams.rack.aware.assignment.tags must not contain duplicate tag keys.")
+
+
+def _streams_assignor(name: str, value: Any, _values: Mapping[str, Any], config: Config) -> None:
+    registered = [n.strip() for n in config.group_streams_assignors.split(",")]
+    if value not in registered:
+        raise ConfigError(
+            f"streams.assignor.name '{value}' is not a registered task assignor. Registered assignors are: [{', '.join(registered)}]."
+        )
+
+
+GROUP_CONFIG_DEFS += [
+    GroupConfigDef(
+        "streams.session.timeout.ms",
+        ConfigType.INT,
+        "group_streams_session_timeout_ms",
+        "group.streams.session.timeout.ms",
+        "The timeout to detect client failures when using the streams group protocol.",
+        _streams_session_and_heartbeat,
+    ),
+    GroupConfigDef(
+        "streams.heartbeat.interval.ms",
+        ConfigType.INT,
+        "group_streams_heartbeat_interval_ms",
+        "group.streams.heartbeat.interval.ms",
+        "The heartbeat interval given to the members.",
+        _streams_session_and_heartbeat,
+    ),
+    GroupConfigDef(
+        "streams.num.standby.replicas",
+        ConfigType.INT,
+        "group_streams_num_standby_replicas",
+        "group.streams.num.standby.replicas",
+        "The number of standby replicas for each task.",
+        _streams_range(0, None, "group_streams_max_standby_replicas"),
+    ),
+    GroupConfigDef(
+        "streams.initial.rebalance.delay.ms",
+        ConfigType.INT,
+        "group_streams_initial_rebalance_delay_ms",
+        "group.streams.initial.rebalance.delay.ms",
+        "The amount of time the group coordinator will wait for more streams clients to join a new group before performing the "
+        "first rebalance. A longer delay means potentially fewer rebalances.",
+        _streams_range(0),
+    ),
+    GroupConfigDef(
+        "streams.assignment.interval.ms",
+        ConfigType.INT,
+        "group_streams_assignment_interval_ms",
+        "group.streams.assignment.interval.ms",
+        "The interval between assignment updates for a streams group.",
+        _streams_range(0, "group_streams_min_assignment_interval_ms", "group_streams_max_assignment_interval_ms"),
+    ),
+    GroupConfigDef(
+        "streams.task.offset.interval.ms",
+        ConfigType.INT,
+        "group_streams_task_offset_interval_ms",
+        "group.streams.task.offset.interval.ms",
+        "The interval in which the warmup task changelog offsets on a client are updated on the broker.",
+        _streams_range(1, "group_streams_min_task_offset_interval_ms"),
+        internal=True,
+    ),
+    GroupConfigDef(
+        "streams.num.warmup.replicas",
+        ConfigType.INT,
+        "group_streams_num_warmup_replicas",
+        "group.streams.num.warmup.replicas",
+        "The maximum number of warmup task replicas.",
+        _streams_range(0, None, "group_streams_max_warmup_replicas"),
+        internal=True,
+    ),
+    GroupConfigDef(
+        "streams.acceptable.recovery.lag",
+        ConfigType.LONG,
+        "group_streams_acceptable_recovery_lag",
+        "group.streams.acceptable.recovery.lag",
+        "The maximum acceptable lag (number of offsets to catch up) for a client to be considered caught-up enough to receive "
+        "an active task assignment.",
+        _streams_range(0),
+        internal=True,
+    ),
+    GroupConfigDef(
+        "streams.rack.aware.assignment.tags",
+        ConfigType.LIST,
+        "group_streams_rack_aware_assignment_tags",
+        "group.streams.rack.aware.assignment.tags",
+        "List of client tag keys used to distribute standby replicas across Kafka Streams instances.",
+        _streams_tags,
+    ),
+    GroupConfigDef(
+        "streams.assignor.name",
+        ConfigType.STRING,
+        "group_streams_assignors",
+        "group.streams.assignors",
+        "The task assignor to use for this streams group, selected by short name from the assignors registered via the broker "
+        "configuration group.streams.assignors.",
+        _streams_assignor,
+    ),
+]
 
 # Group "configs" that are actions, not settings (kaflet only): a SET through IncrementalAlterConfigs runs the
 # GroupCoordinator method named here on the group and stores nothing; DescribeConfigs does not list them.
@@ -190,7 +327,10 @@ class GroupConfigs:
         own = self._groups.get(group_id, {})
         entries = []
         for d in sorted(GROUP_CONFIG_DEFS, key=lambda d: d.name):
-            broker_value = render(getattr(self.config, d.broker_default), d.type)
+            if d.internal:
+                continue
+            default = getattr(self.config, d.broker_default)
+            broker_value = default if isinstance(default, str) else render(default, d.type)  # list defaults are kept as text
             synonyms = []
             if d.name in own:
                 synonyms.append(Synonym(d.name, own[d.name], GROUP_CONFIG_SOURCE))  # type: ignore[arg-type]

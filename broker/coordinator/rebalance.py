@@ -80,6 +80,18 @@ class ClassicRebalancer:
         """JG-3..JG-19. The future completes now (errors, MEMBER_ID_REQUIRED, no-op rejoins) or when parked."""
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         groups = self.shard.groups
+        if req.group_id in self.shard.streams_groups:
+            # KS-29: an empty streams group becomes a classic group (its offsets stay); a live one is refused.
+            tombstones = self.shard.streams.maybe_delete_empty(req.group_id)
+            if tombstones is None:
+                fut.set_result(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
+                return fut
+            try:
+                self.shard.write(tombstones)
+            except CoordinatorError as exc:
+                fut.set_result(JoinResult(map_append_error(exc.code), member_id=req.member_id))
+                return fut
+            log.info("converted the empty streams group to a classic group", group=req.group_id)
         consumer_group = self.shard.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             if not consumer_group.is_empty:

@@ -50,6 +50,11 @@ class CoordinatorStats:
         self.consumer_epoch_bumps = 0
         self.consumer_members_fenced = 0
         self.consumer_reconciliations = 0
+        # KIP-1071 streams groups
+        self.streams_heartbeats = 0
+        self.streams_epoch_bumps = 0
+        self.streams_members_fenced = 0
+        self.streams_reconciliations = 0
         self.on_rebalance: list[Callable[[ClassicGroup, float], Any]] = []
 
     def rebalance_completed(self, group: ClassicGroup, duration_s: float) -> None:
@@ -119,9 +124,12 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
 
     def _on_topic_changed(self, topic: Topic, created_or_deleted: bool) -> None:
         """KH-8: consumer groups subscribed to the topic (by name or regex) refresh their
-        subscription metadata, and so bump their epoch, at their next heartbeat."""
+        subscription metadata, and so bump their epoch, at their next heartbeat; streams groups
+        that need it recompute their metadata hash (KS-14)."""
         if topic.internal:
             return
         for shard in self.active_shards():
             if shard.consumer_groups:
                 shard.consumer.on_topic_event(topic.name, created_or_deleted)
+            if shard.streams_groups:
+                shard.streams.on_topic_event(topic.name)

@@ -23,6 +23,8 @@ from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState
 from broker.coordinator.consumer.group import ConsumerGroup
 from broker.coordinator.consumer.manager import ConsumerGroupManager
 from broker.coordinator.offsets import OffsetStore
+from broker.coordinator.streams.group import StreamsGroup
+from broker.coordinator.streams.manager import StreamsGroupManager
 from broker.runtime.errors import CoordinatorError
 from broker.runtime.loader import records_of
 from broker.runtime.result import CoordinatorResult
@@ -32,6 +34,7 @@ from protocol.commit_codec import CommitPartition
 from protocol.compiled import speedups
 from protocol.errors import ErrorCode
 from storage import offsets_records as orec
+from storage import streams_records as srec
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
@@ -72,8 +75,9 @@ class GroupShard:
         self._load_prefixes: dict[bytes, dict[int, bytes]] = {}
         self.max_batch_bytes = context.runtime.max_batch_bytes
         self.groups: dict[str, ClassicGroup] = {}
-        # KIP-848 consumer groups; a group id is in at most one of the two dicts.
+        # KIP-848 consumer groups and KIP-1071 streams groups; a group id is in at most one of the dicts.
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.streams_groups: dict[str, StreamsGroup] = {}
         self.offsets = OffsetStore()
         # Transactional offsets read from the log: producer id -> {(group, topic, partition): (value, record offset)}.
         self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[bytes, int]]] = {}
@@ -83,11 +87,15 @@ class GroupShard:
 
         self.classic = ClassicRebalancer(self)
         self.consumer = ConsumerGroupManager(self)
+        self.streams = StreamsGroupManager(self)
 
     @property
     def state(self) -> Any:
         """The runtime's state of this shard's partition (broker/runtime/shard.py: ShardState)."""
         return self.context.state
+
+    def has_group(self, group_id: str) -> bool:
+        return group_id in self.groups or group_id in self.consumer_groups or group_id in self.streams_groups
 
     # -- time ---------------------------------------------------------------------------
 
@@ -108,7 +116,7 @@ class GroupShard:
                 return
             orec.check_offset_commit_value(value)
             if producer_id != rec.NO_PRODUCER_ID:
-                if group_id not in self.groups and group_id not in self.consumer_groups:
+                if not self.has_group(group_id):
                     self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
                 self.pending_txn.setdefault(producer_id, {})[(group_id, topic, partition)] = (value, offset)  # RL-2
                 return
@@ -123,12 +131,14 @@ class GroupShard:
                 self.groups[group_id] = self._group_from_record(group_id, orec.parse_group_metadata_value(value))
         elif kind in orec.CONSUMER_GROUP_RECORD_TYPES:
             self.consumer.replay(kind, key, value)
+        elif kind in srec.STREAMS_GROUP_RECORD_TYPES:
+            self.streams.replay(kind, key, value)
         else:
             log.warning("skipping a record of unknown type", record_type=kind, partition=self.partition)
 
     def apply_offset_commit(self, group_id: str, topic: str, partition: int, value: bytes) -> None:
         """A committed offset record's effect, at load and at runtime (RL-3)."""
-        if group_id not in self.groups and group_id not in self.consumer_groups:
+        if not self.has_group(group_id):
             # Offsets without a group make a simple group (classic, no protocol type).
             self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
         self.offsets.put(group_id, topic, partition, value)
@@ -161,11 +171,22 @@ class GroupShard:
         offsets of `producer_id` in one transactional batch; one error per commit, in order."""
         group = self.groups.get(group_id)
         consumer_group = self.consumer_groups.get(group_id) if group is None else None
+        streams_group = self.streams_groups.get(group_id) if group is None else None
+        check_partition = None
         if consumer_group is not None:
             # KO-1 for a KIP-848 group (a transactional commit needs no OffsetCommit v9).
             error = self.consumer.validate_offset_commit(
                 consumer_group, member_id, generation, 9, transactional=True, instance_id=instance_id
             )
+        elif streams_group is not None:
+            # KS-27: below TxnOffsetCommit v6 a stale epoch is ILLEGAL_GENERATION, as Kafka answers.
+            error = ErrorCode.NONE
+            try:
+                check_partition = self.streams.validate_offset_commit(
+                    streams_group, member_id, instance_id, generation, 9, transactional=True
+                )
+            except CoordinatorError as exc:
+                raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION if exc.code is ErrorCode.STALE_MEMBER_EPOCH else exc.code) from exc
         else:
             if group is None:
                 if generation >= 0:
@@ -182,6 +203,11 @@ class GroupShard:
             if metadata is not None and utf16_length(metadata) > max_meta:
                 results.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)  # OC-6
                 continue
+            if check_partition is not None:
+                try:
+                    check_partition(topic, partition)
+                except CoordinatorError as exc:
+                    raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION) from exc
             results.append(ErrorCode.NONE)
             value = orec.offset_commit_value(offset, leader_epoch, metadata or "", now, -1)
             records.append((orec.offset_commit_key(group_id, topic, partition), value))
@@ -278,7 +304,7 @@ class GroupShard:
             partitions = prefixes.get(prefix)
             if partitions is None:
                 group_id, topic, _ = orec.parse_offset_commit_key(key)
-                if group_id not in self.groups and group_id not in self.consumer_groups:
+                if not self.has_group(group_id):
                     self.groups[group_id] = ClassicGroup(group_id, 0)
                 partitions = prefixes[prefix] = self.offsets.partitions_of(group_id, topic)
             partitions[int.from_bytes(key[-4:], "big", signed=True)] = value
@@ -294,6 +320,7 @@ class GroupShard:
             if len(group.members) > self.config.group_max_size:
                 self.classic.prepare_rebalance(group, "loaded group is over group.max.size")
         self.consumer.on_loaded()
+        self.streams.on_loaded()
         self._schedule_expiration()
 
     def on_unloaded(self) -> None:
@@ -328,10 +355,20 @@ class GroupShard:
         group = self.groups.get(group_id)
         if group is None:
             consumer_group = self.consumer_groups.get(group_id)
+            streams_group = self.streams_groups.get(group_id) if consumer_group is None else None
             if consumer_group is not None:
                 error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, api_version, transactional=False)
                 if error is not ErrorCode.NONE:
                     raise CoordinatorError(error)
+            elif streams_group is not None:
+                check = self.streams.validate_offset_commit(
+                    streams_group, member_id, instance_id, generation, api_version, transactional=False
+                )
+                if check is not None:  # KS-27: each partition whose metadata fits, or the whole commit fails
+                    max_meta = self.config.offset_metadata_max_bytes
+                    for topic, c in commits:
+                        if c[4] is None or utf16_length(c[4]) <= max_meta:
+                            check(topic, c[0])
             elif generation < 0:
                 group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
             elif api_version >= 9:
@@ -451,6 +488,10 @@ class GroupShard:
                 error = self.consumer.validate_offset_fetch(consumer_group, member_id, member_epoch)
                 if error is not ErrorCode.NONE:
                     raise CoordinatorError(error)
+        streams_group = self.streams_groups.get(group_id) if group is None and consumer_group is None else None
+        if streams_group is not None:
+            known = True
+            self.streams.validate_offset_fetch(streams_group, member_id, member_epoch)  # KS-27
         group_offsets = self.offsets.of_group(group_id) if known else None
         unstable = require_stable and bool(self.pending_txn)
 
@@ -476,9 +517,10 @@ class GroupShard:
         self, group_id: str, topics: list[tuple[str, list[int]]]
     ) -> tuple[list[tuple[str, list[tuple[int, ErrorCode]]]], Awaitable[Any] | None]:
         """OD-1/OD-2; raises CoordinatorError for group-level errors."""
-        group: ClassicGroup | ConsumerGroup | None = self.groups.get(group_id)
+        group: ClassicGroup | ConsumerGroup | StreamsGroup | None = self.groups.get(group_id)
         if group is None:
-            group = self.consumer_groups.get(group_id)  # OD-1: a consumer group is always allowed
+            # OD-1: a consumer (or streams) group is always allowed
+            group = self.consumer_groups.get(group_id) or self.streams_groups.get(group_id)
             if group is None:
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
         elif group.is_in(GroupState.DEAD):
@@ -530,6 +572,9 @@ class GroupShard:
         for group_id, consumer_group in list(self.consumer_groups.items()):
             if self._cleanup_expired_offsets(group_id, records) and consumer_group.is_empty:
                 records += self.consumer.group_tombstones(consumer_group)
+        for group_id, streams_group in list(self.streams_groups.items()):
+            if self._cleanup_expired_offsets(group_id, records) and streams_group.is_empty:
+                records += self.streams.group_tombstones(streams_group)
         self._schedule_expiration()
         if records:
             log.info("expired offsets and groups", partition=self.partition, tombstones=len(records))
@@ -540,7 +585,9 @@ class GroupShard:
         topics = self.offsets.of_group(group_id)
         if topics is None:
             return True
-        group: ClassicGroup | ConsumerGroup = self.groups.get(group_id) or self.consumer_groups[group_id]
+        group: ClassicGroup | ConsumerGroup | StreamsGroup = (
+            self.groups.get(group_id) or self.consumer_groups.get(group_id) or self.streams_groups[group_id]
+        )
         base = group.offset_expiration_base()
         if base is None:
             return False
@@ -596,6 +643,17 @@ class GroupShard:
         results = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
+            streams_group = self.streams_groups.get(group_id) if group is None else None
+            if streams_group is not None:  # KS-28
+                if not streams_group.is_empty:
+                    results.append((group_id, ErrorCode.NON_EMPTY_GROUP))
+                    continue
+                for topic, partitions in (self.offsets.of_group(group_id) or {}).items():
+                    for p in partitions:
+                        records.append((orec.offset_commit_key(group_id, topic, p), None))
+                records += self.streams.group_tombstones(streams_group)
+                results.append((group_id, ErrorCode.NONE))
+                continue
             consumer_group = self.consumer_groups.get(group_id) if group is None else None
             if consumer_group is not None:
                 if not consumer_group.is_empty:

@@ -17,6 +17,9 @@ Names follow Prometheus conventions; where Kafka has an equivalent it is named a
   bumps: Kafka's consumer-group-rebalance-count), kaflet_consumer_group_members_fenced_total
   (session and rebalance timeouts), kaflet_consumer_group_reconciliations_total (groups reaching
   Stable);
+- kaflet_streams_groups{state}: streams-group-count; kaflet_streams_group_heartbeats_total,
+  kaflet_streams_group_rebalances_total (group epoch bumps: Kafka's streams-group-rebalance-count),
+  kaflet_streams_group_members_fenced_total, kaflet_streams_group_reconciliations_total (KIP-1071);
 - kaflet_group_rebalances_total, kaflet_group_rebalance_duration_seconds:
   group-completed-rebalance-count, and how long each took (PreparingRebalance to Stable);
 - kaflet_offset_commits_total, _expirations_total, _deletions_total, kaflet_committed_offsets:
@@ -169,6 +172,7 @@ class KafletCollector(Collector):
         coordinator = service.broker.coordinator
         states = dict.fromkeys(GroupState, 0)
         consumer_states = dict.fromkeys(("Empty", "Assigning", "Reconciling", "Stable"), 0)
+        streams_states = dict.fromkeys(("Empty", "NotReady", "Assigning", "Reconciling", "Stable"), 0)
         committed = 0
         if coordinator is not None:
             for shard in coordinator.active_shards():
@@ -177,10 +181,19 @@ class KafletCollector(Collector):
                     states[group.state] += 1
                 for cgroup in shard.consumer_groups.values():
                     consumer_states[cgroup.state] += 1
+                for sgroup in shard.streams_groups.values():
+                    streams_states[sgroup.state] += 1
         groups = GaugeMetricFamily("kaflet_groups", "Groups held, by protocol (Kafka's group-count).", labels=["protocol"])
         groups.add_metric(["classic"], sum(states.values()))
         groups.add_metric(["consumer"], sum(consumer_states.values()))
+        groups.add_metric(["streams"], sum(streams_states.values()))
         yield groups
+        streams = GaugeMetricFamily(
+            "kaflet_streams_groups", "KIP-1071 streams groups by state (Kafka's streams-group-count).", labels=["state"]
+        )
+        for sstate, n in streams_states.items():
+            streams.add_metric([sstate], n)
+        yield streams
         consumer = GaugeMetricFamily(
             "kaflet_consumer_groups", "KIP-848 consumer groups by state (Kafka's consumer-group-count).", labels=["state"]
         )
@@ -213,6 +226,18 @@ class KafletCollector(Collector):
                 "consumer_reconciliations",
                 "Consumer groups reaching Stable after a reconciliation.",
             ),
+            ("kaflet_streams_group_heartbeats", "streams_heartbeats", "StreamsGroupHeartbeat requests served."),
+            (
+                "kaflet_streams_group_rebalances",
+                "streams_epoch_bumps",
+                "Streams-group epoch bumps (Kafka's streams-group-rebalance-count).",
+            ),
+            (
+                "kaflet_streams_group_members_fenced",
+                "streams_members_fenced",
+                "Streams-group members fenced by a session or rebalance timeout.",
+            ),
+            ("kaflet_streams_group_reconciliations", "streams_reconciliations", "Streams groups reaching Stable after a reconciliation."),
         ):
             counter = CounterMetricFamily(name, text)
             counter.add_metric([], getattr(stats, attr) if stats is not None else 0)

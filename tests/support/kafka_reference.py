@@ -40,7 +40,15 @@ KAFLET_GROUP_SETTINGS = {
     "group.consumer.heartbeat.interval.ms": "250",
     "group.consumer.min.heartbeat.interval.ms": "250",
     "group.consumer.assignment.interval.ms": "0",
+    "group.streams.heartbeat.interval.ms": "250",
+    "group.streams.min.heartbeat.interval.ms": "250",
+    "group.streams.initial.rebalance.delay.ms": "0",
+    "group.streams.assignment.interval.ms": "0",
 }
+# A bound lowered for tests (not a default): a streams group's session timeout is the broker's or its
+# group's (streams.session.timeout.ms), and the suite sets it to 6 s per group, as kaflet allows with
+# --group-streams-min-session-timeout-ms 6000, so that a killed Streams instance is noticed quickly.
+TEST_GROUP_BOUNDS = {"group.streams.min.session.timeout.ms": "6000"}
 
 _LOG4J2 = """\
 status = error
@@ -116,6 +124,7 @@ class KafkaReference:
         }
         if not kafka_defaults:
             self.props.update(KAFLET_GROUP_SETTINGS)
+            self.props.update(TEST_GROUP_BOUNDS)
         self.props.update(properties or {})
         self.extra_listeners = dict(extra_listeners or {})
         self.ports: dict[str, int] = {}
@@ -299,7 +308,11 @@ class _Exited(RuntimeError):
 
 
 def _random_cluster_id() -> str:
-    """A cluster id as Kafka's `random-uuid` makes one: 16 random bytes, URL-safe base64, unpadded."""
+    """A cluster id as Kafka's `random-uuid` makes one: 16 random bytes, URL-safe base64, unpadded,
+    never starting with "-" (Uuid.randomUuid() draws again, as the tools would read it as an option)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id

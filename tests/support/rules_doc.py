@@ -26,6 +26,8 @@ TESTS = ROOT / "tests"
 RULE = re.compile(r"^- \*\*([A-Z]{2}-\d+)\*\* (.+)$")
 TESTS_LINE = re.compile(r"^  Tests: (.*)$")
 TEST_NAME = re.compile(r"^test_([a-z]{2})_(\d+)[a-z]?_", re.I)
+# More rule ids right after the first (`test_ks_8_ks_18_...`): the test pins each of them.
+MORE_RULES = re.compile(r"^([a-z]{2})_(\d+)[a-z]?_", re.I)
 
 
 def rules(text: str) -> dict[str, tuple[str, str]]:
@@ -44,14 +46,22 @@ def tests_by_rule() -> dict[str, dict[str, list[str]]]:
     """rule id -> {test file relative to tests/: [test function or scenario names]}, from every
     test module and every differential scenario."""
     found: dict[str, dict[str, list[str]]] = {}
+    listed = rules(PAGE.read_text())
     for path in sorted(TESTS.rglob("test_*.py")):
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 m = TEST_NAME.match(node.name)
-                if m:
+                rest = node.name
+                while m:
                     rule = f"{m.group(1).upper()}-{int(m.group(2))}"
-                    found.setdefault(rule, {}).setdefault(str(path.relative_to(TESTS)), []).append(node.name)
+                    names = found.setdefault(rule, {}).setdefault(str(path.relative_to(TESTS)), [])
+                    if node.name not in names:
+                        names.append(node.name)
+                    rest = rest[m.end() :]
+                    m = MORE_RULES.match(rest)
+                    if m and f"{m.group(1).upper()}-{int(m.group(2))}" not in listed:  # words, not a rule id
+                        m = None
     for rule, where, name in differential_scenarios():
         names = found.setdefault(rule, {}).setdefault(where, [])
         if name not in names:

@@ -225,12 +225,17 @@ class StreamsInstance(JsonLineTail):
                 self.kill()
 
     def logged(self, level: str) -> list[str]:
-        """The lines logged at `level` by every start of this instance."""
+        """The lines logged at `level` by every start of this instance, each with the first line of
+        the exception it carries (the line after it, when that is not a log line of its own)."""
         out = []
         for n in range(1, self.starts + 1):
             path = self.dir / f"stderr-{n}.log"
             if path.exists():
-                out += [line for line in path.read_text(errors="replace").splitlines() if f"] {level} [" in line]
+                lines = path.read_text(errors="replace").splitlines()
+                for i, line in enumerate(lines):
+                    if f"] {level} [" in line:
+                        following = lines[i + 1] if i + 1 < len(lines) else ""
+                        out.append(line if following.startswith("[") or not following else f"{line} {following.strip()}")
         return out
 
     def stderr_tail(self, lines: int = 40) -> str:
@@ -610,7 +615,11 @@ class StreamsScenario:
     """The scenario on one broker: 1 instance, then 3, one killed (SIGKILL) while input
     keeps coming and its tasks move to the others, then restarted; the outputs of every app
     checked against the input exactly (`check_outputs`). Each instance runs one KafkaStreams per
-    guarantee in `guarantees`, all with `protocol` (group.protocol)."""
+    guarantee in `guarantees` and group protocol in `protocols` (group.protocol; default: just
+    `protocol`). With several protocols a streams-protocol app is named `streams_<guarantee>`.
+    `group_configs` are set on the streams-protocol apps' groups (IncrementalAlterConfigs on the
+    GROUP resource) before the first instance starts: a streams group's session timeout is the
+    broker's (or its group's), not the client's."""
 
     def __init__(
         self,
@@ -620,6 +629,8 @@ class StreamsScenario:
         *,
         prefix: str,
         protocol: str = "classic",
+        protocols: Iterable[str] | None = None,
+        group_configs: dict[str, str] | None = None,
         guarantees: Iterable[str] = GUARANTEES,
         partitions: int = 3,
         seed: int = 29,
@@ -637,18 +648,23 @@ class StreamsScenario:
         self.timeout = timeout
         self.log = log or (lambda _msg: None)
         self.data = InputData.make(seed, batches=4)
-        self.apps = [
-            AppSpec(
-                name=g,
-                application_id=f"{prefix}-{g.replace('_', '-')}",
-                guarantee=g,
-                protocol=protocol,
-                inputs=prefix,
-                outputs=f"{prefix}-{g.replace('_', '-')}",
-                settings=GUARANTEE_SETTINGS.get(g, {}),
-            )
-            for g in guarantees
-        ]
+        protocols = list(protocols) if protocols is not None else [protocol]
+        self.group_configs = dict(group_configs or {})
+        self.apps = []
+        for p in protocols:
+            for g in guarantees:
+                name = f"streams_{g}" if p == "streams" and len(protocols) > 1 else g
+                self.apps.append(
+                    AppSpec(
+                        name=name,
+                        application_id=f"{prefix}-{name.replace('_', '-')}",
+                        guarantee=g,
+                        protocol=p,
+                        inputs=prefix,
+                        outputs=f"{prefix}-{name.replace('_', '-')}",
+                        settings=GUARANTEE_SETTINGS.get(g, {}),
+                    )
+                )
         settings = {**TEST_SETTINGS, **(settings or {})}
         self.instances = [
             StreamsInstance(f"i{n}", bootstrap, work_dir, self.apps, settings, process_id=str(uuid.UUID(int=n + 1))) for n in range(3)
@@ -700,6 +716,21 @@ class StreamsScenario:
             if time.monotonic() > deadline:
                 lagging = {a.name: progress_missing(parse_outputs(reader.records, a), expected) for a in self.apps}
                 raise self._fail(f"the output of batches < {upto} not complete within {self.timeout}s for {lagging}")
+
+    def set_group_configs(self) -> None:
+        """The streams-protocol apps' group configs, set before their groups exist (Kafka keeps them)."""
+        groups = [app.application_id for app in self.apps if app.protocol == "streams"]
+        if not groups or not self.group_configs:
+            return
+        from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in self.group_configs.items()]
+        futures = admin.incremental_alter_configs(
+            [ConfigResource(ConfigResource.Type.GROUP, g, incremental_configs=entries) for g in groups]
+        )
+        for future in futures.values():
+            future.result(30)
 
     def describe_internal_topics(self) -> tuple[dict[str, dict[str, Any]], dict[str, list[int]]]:
         """The apps' internal topics as the broker describes them (partitions, the configs set
@@ -804,6 +835,7 @@ class StreamsScenario:
         producer = InputProducer(self.bootstrap, self.prefix)
         producer.produce_users(data.users, data.window_base_ms - 600_000)
         reader = OutputReader(self.bootstrap, outputs, self.partitions)
+        self.set_group_configs()
         try:
             t0 = time.monotonic()
             i0.start()

@@ -1,7 +1,8 @@
 """Generated request and response bodies survive encode -> decode unchanged and re-encode to the
 same bytes, for every (API, version) kaflet serves.
 
-The message classes of kaflet's own schemas (protocol/schemas/, KIP-848's APIs: protocol/kip848.py)
+The message classes of kaflet's own schemas (protocol/schemas/: KIP-848's APIs, protocol/kip848.py, and
+KIP-1071's, protocol/kip1071.py)
 are tested one (class, version) at a time. Every other class is kafka-python's, which kaflet uses
 as its codec: one test checks them all, as a check on the dependency at the versions kaflet
 serves (kaflet's hand-written codecs have their own tests: test_produce_codec, test_commit_codec,
@@ -23,11 +24,11 @@ from kafka.protocol.api_message import ApiMessage
 
 import broker.apis  # noqa: F401  (registers every API)
 from broker.network.registry import REGISTRY
-from protocol import kip848
+from protocol import kip848, kip1071
 from tests.support.schema_strategies import message
 from tests.unit.test_wire import API_VERSIONS
 
-KAFLET_SCHEMAS = {getattr(kip848, name) for name in kip848.__all__}
+KAFLET_SCHEMAS = {getattr(module, name) for module in (kip848, kip1071) for name in module.__all__}
 
 ALL_CASES = [
     (spec.name, version, kind, cls)

@@ -61,6 +61,8 @@ API_VERSIONS: dict[ApiKey, tuple[int, int, int | None]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 2, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1, 0),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1, 0),
+    ApiKey.STREAMS_GROUP_HEARTBEAT: (0, 1, 0),
+    ApiKey.STREAMS_GROUP_DESCRIBE: (0, 1, 0),
 }
 ADVERTISED = {int(key): (lo, hi) for key, (lo, hi, _flex) in API_VERSIONS.items()}
 

@@ -492,6 +492,8 @@ class ConsumerGroupManager:
         group = self.groups.get(group_id)
         if group is not None:
             return group
+        if group_id in self.shard.streams_groups:
+            raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.shard.groups.get(group_id)
         if classic is None:
             if not create:
