@@ -34,7 +34,9 @@ OTHER_TOOLS_FLAGS |= {"--network", "--now"}  # docker build --network host; syst
 # Kafka's own tools (kafka-storage format --add-scram, kafka-consumer-groups.sh --describe,
 # kafka-streams-application-reset); pytest --durations
 OTHER_TOOLS_FLAGS |= {"--add-scram", "--describe", "--application-id", "--input-topics", "--force", "--durations"}
-OTHER_TOOLS_FLAGS |= {"--share-state-partitions"}  # docs/architecture.md's sketch of a coordinator yet to come
+OTHER_TOOLS_FLAGS |= {"--share-state-partitions"}
+# kafka-configs.sh --alter --entity-type groups --entity-name g --add-config k=v; kafka-streams-groups --members --topology
+OTHER_TOOLS_FLAGS |= {"--add-config", "--alter", "--entity-name", "--entity-type", "--members", "--topology"}  # docs/architecture.md's sketch of a coordinator yet to come
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -185,12 +185,17 @@ def kaflet_lines() -> list[tuple[str, list[str]]]:
     found = []
     for page in PAGES:
         in_sh = False
+        pending = ""  # a command continued with a trailing backslash
         for n, line in enumerate(page.read_text().splitlines(), 1):
             if line.startswith("```"):
                 in_sh = line.strip() == "```sh"
                 continue
             if not in_sh:
                 continue
+            if line.rstrip().endswith("\\"):
+                pending += line.rstrip()[:-1] + " "
+                continue
+            line, pending = pending + line, ""
             for part in re.split(r"&&|;", line.split(" #", 1)[0]):
                 words = shlex.split(part.strip().rstrip("&"))
                 if words[:1] == ["python"] and words[1:3] == ["-m", "pipeline"]:

@@ -82,8 +82,6 @@ NOT_SERVED_BY_KAFLET = {
     "DescribeShareGroupOffsets",
     "AlterShareGroupOffsets",
     "DeleteShareGroupOffsets",
-    "StreamsGroupHeartbeat",
-    "StreamsGroupDescribe",
     "StreamsGroupTopologyDescriptionUpdate",
 }
 
