@@ -128,7 +128,13 @@ class ErrorCode(IntEnum):
     TELEMETRY_TOO_LARGE = 118
     INVALID_REGISTRATION = 119
     TRANSACTION_ABORTABLE = 120
+    # KIP-932 share groups
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
     INVALID_REGULAR_EXPRESSION = 128
+    SHARE_SESSION_LIMIT_REACHED = 133
 
     @property
     def message(self) -> str:
@@ -183,4 +189,9 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",
     ErrorCode.UNSUPPORTED_ENDPOINT_TYPE: "This endpoint type is not supported yet.",
     ErrorCode.INVALID_REGULAR_EXPRESSION: "The regular expression is not valid.",
+    ErrorCode.INVALID_RECORD_STATE: "The record state is invalid. The acknowledgement of delivery could not be completed.",
+    ErrorCode.SHARE_SESSION_NOT_FOUND: "The share session was not found.",
+    ErrorCode.INVALID_SHARE_SESSION_EPOCH: "The share session epoch is invalid.",
+    ErrorCode.FENCED_STATE_EPOCH: "The coordinator rejected the request because the state epoch did not match.",
+    ErrorCode.SHARE_SESSION_LIMIT_REACHED: "The limit of share sessions has been reached.",
 }

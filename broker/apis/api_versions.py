@@ -20,23 +20,46 @@ _Key = ApiVersionsResponse.ApiVersion
 
 # KH-1: served only while group.coordinator.rebalance.protocols lists `consumer`.
 CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
+# KIP-932: advertised only while it lists `share` (Kafka: while its share.version feature is 1).
+SHARE_GROUP_APIS = frozenset(
+    {
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        ApiKey.SHARE_FETCH,
+        ApiKey.SHARE_ACKNOWLEDGE,
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        ApiKey.READ_SHARE_GROUP_STATE,
+        ApiKey.WRITE_SHARE_GROUP_STATE,
+        ApiKey.DELETE_SHARE_GROUP_STATE,
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+    }
+)
 
 
-def _keys(consumer_protocol: bool = True) -> list[Any]:
+def _keys(consumer_protocol: bool = True, share_groups: bool = True) -> list[Any]:
     return [
-        _Key(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in served() if consumer_protocol or k not in CONSUMER_PROTOCOL_APIS
+        _Key(api_key=k, min_version=lo, max_version=hi)
+        for k, lo, hi in served()
+        if (consumer_protocol or k not in CONSUMER_PROTOCOL_APIS) and (share_groups or k not in SHARE_GROUP_APIS)
     ]
 
 
 @cache
-def unsupported_version_body(consumer_protocol: bool = True) -> bytes:
+def unsupported_version_body(consumer_protocol: bool = True, share_groups: bool = True) -> bytes:
     """The v0 answer to an ApiVersions version we do not serve: error 35 plus what we serve."""
-    return bytes(ApiVersionsResponse(version=0, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_keys(consumer_protocol)).encode())
+    return bytes(
+        ApiVersionsResponse(version=0, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_keys(consumer_protocol, share_groups)).encode()
+    )
 
 
 @cache
-def _ok_body(version: int, consumer_protocol: bool = True) -> bytes:
-    return bytes(ApiVersionsResponse(version=version, error_code=0, api_keys=_keys(consumer_protocol), throttle_time_ms=0).encode())
+def _ok_body(version: int, consumer_protocol: bool = True, share_groups: bool = True) -> bytes:
+    return bytes(
+        ApiVersionsResponse(version=version, error_code=0, api_keys=_keys(consumer_protocol, share_groups), throttle_time_ms=0).encode()
+    )
 
 
 def _error(request: Any, code: ErrorCode) -> Any:
@@ -44,7 +67,7 @@ def _error(request: Any, code: ErrorCode) -> Any:
 
 
 def _unsupported(broker: Any) -> bytes:
-    return unsupported_version_body(broker.config.consumer_protocol_enabled)
+    return unsupported_version_body(broker.config.consumer_protocol_enabled, broker.config.share_groups_enabled)
 
 
 @api(ApiKey.API_VERSIONS, 0, 4, error_response=_error, unsupported_version=_unsupported)
@@ -54,4 +77,4 @@ def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
         if not (name and version and _SOFTWARE.match(name) and _SOFTWARE.match(version)):
             return _error(request, ErrorCode.INVALID_REQUEST)
         ctx.conn.client_software = (name, version)
-    return _ok_body(ctx.api_version, ctx.broker.config.consumer_protocol_enabled)
+    return _ok_body(ctx.api_version, ctx.broker.config.consumer_protocol_enabled, ctx.broker.config.share_groups_enabled)

@@ -124,8 +124,122 @@ GROUP_CONFIG_DEFS.append(
 GROUP_ACTIONS: dict[str, str] = {"kaflet.rebalance": "request_rebalance"}
 
 
+# KIP-932 share groups: Kafka 4.4's share.* group configs, their broker defaults and bounds.
+
+
+def _at_least(low: int, bounds: tuple[str, str] | None = None) -> Check:
+    """ConfigDef's Range.atLeast, then GroupConfig.validateIntRange against the broker's bounds."""
+
+    def check(name: str, value: Any, _values: Mapping[str, Any], config: Config) -> None:
+        if value < low:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
+        if bounds is not None:
+            lo, hi = getattr(config, bounds[0]), getattr(config, bounds[1])
+            if not lo <= value <= hi:
+                raise ConfigError(f"{name} must be in the range {lo} to {hi} inclusive.")
+
+    return check
+
+
+def _share_auto_offset_reset(name: str, value: Any, _values: Mapping[str, Any], _config: Config) -> None:
+    from broker.share.offset_reset import parse_offset_reset
+
+    try:
+        parse_offset_reset(value)
+    except ValueError:
+        raise ConfigError(
+            f"Invalid value {value} for configuration {name}: Invalid value `{value}` for configuration {name}. "
+            "The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+        ) from None
+
+
+SHARE_GROUP_CONFIG_DEFS = [
+    GroupConfigDef(
+        "share.session.timeout.ms",
+        ConfigType.INT,
+        "group_share_session_timeout_ms",
+        "group.share.session.timeout.ms",
+        "The timeout to detect client failures when using the share group protocol.",
+        _at_least(1, ("group_share_min_session_timeout_ms", "group_share_max_session_timeout_ms")),
+    ),
+    GroupConfigDef(
+        "share.heartbeat.interval.ms",
+        ConfigType.INT,
+        "group_share_heartbeat_interval_ms",
+        "group.share.heartbeat.interval.ms",
+        "The heartbeat interval given to the members of a share group.",
+        _at_least(1, ("group_share_min_heartbeat_interval_ms", "group_share_max_heartbeat_interval_ms")),
+    ),
+    GroupConfigDef(
+        "share.record.lock.duration.ms",
+        ConfigType.INT,
+        "group_share_record_lock_duration_ms",
+        "group.share.record.lock.duration.ms",
+        "The record acquisition lock duration in milliseconds for share groups.",
+        _at_least(1000, ("group_share_min_record_lock_duration_ms", "group_share_max_record_lock_duration_ms")),
+    ),
+    GroupConfigDef(
+        "share.delivery.count.limit",
+        ConfigType.INT,
+        "group_share_delivery_count_limit",
+        "group.share.delivery.count.limit",
+        "The maximum number of delivery attempts for a record delivered to a share group.",
+        _at_least(2, ("group_share_min_delivery_count_limit", "group_share_max_delivery_count_limit")),
+    ),
+    GroupConfigDef(
+        "share.partition.max.record.locks",
+        ConfigType.INT,
+        "group_share_partition_max_record_locks",
+        "group.share.partition.max.record.locks",
+        "Share-group record lock limit per share-partition.",
+        _at_least(100, ("group_share_min_partition_max_record_locks", "group_share_max_partition_max_record_locks")),
+    ),
+    GroupConfigDef(
+        "share.auto.offset.reset",
+        ConfigType.STRING,
+        "share_auto_offset_reset",
+        "",
+        "The strategy to initialize the share-partition start offset: earliest, latest (the default) or by_duration:<PnDTnHnMn.nS>.",
+        _share_auto_offset_reset,
+    ),
+    GroupConfigDef(
+        "share.isolation.level",
+        ConfigType.STRING,
+        "share_isolation_level",
+        "",
+        "Controls how to read records written transactionally: read_committed or read_uncommitted (the default).",
+        _one_of("read_committed", "read_uncommitted"),
+    ),
+    GroupConfigDef(
+        "share.renew.acknowledge.enable",
+        ConfigType.BOOLEAN,
+        "share_renew_acknowledge_enable",
+        "",
+        "Whether the renew acknowledge type is enabled for the share group.",
+    ),
+]
+GROUP_CONFIG_DEFS.extend(SHARE_GROUP_CONFIG_DEFS)
+
+
+def _session_exceeds_heartbeat(configs: Mapping[str, str], values: Mapping[str, Any]) -> None:
+    """GroupConfig.validateSessionExceedsHeartbeat, after every range check."""
+    session, heartbeat = "share.session.timeout.ms", "share.heartbeat.interval.ms"
+    if (session in configs or heartbeat in configs) and values[session] <= values[heartbeat]:
+        raise ConfigError(f"{session} must be greater than {heartbeat}")
+
+
 def definitions() -> dict[str, GroupConfigDef]:
     return {d.name: d for d in GROUP_CONFIG_DEFS}
+
+
+# Group configs with no broker config behind them (Kafka's synonym list is empty): their defaults.
+_FIXED_DEFAULTS = {"share_auto_offset_reset": "latest", "share_isolation_level": "read_uncommitted", "share_renew_acknowledge_enable": True}
+
+
+def _broker_value(config: Config, d: GroupConfigDef) -> Any:
+    if d.broker_default in _FIXED_DEFAULTS:
+        return _FIXED_DEFAULTS[d.broker_default]
+    return getattr(config, d.broker_default)
 
 
 class GroupConfigs:
@@ -161,10 +275,11 @@ class GroupConfigs:
         values: dict[str, Any] = {}
         for d in GROUP_CONFIG_DEFS:
             raw = configs.get(d.name)
-            values[d.name] = parse(d.name, raw, d.type) if raw is not None else getattr(self.config, d.broker_default)
+            values[d.name] = parse(d.name, raw, d.type) if raw is not None else _broker_value(self.config, d)
         for d in GROUP_CONFIG_DEFS:
             if d.name in configs and d.check is not None:
                 d.check(d.name, values[d.name], values, self.config)
+        _session_exceeds_heartbeat(configs, values)
         return {d.name: render(values[d.name], d.type) or "" for d in GROUP_CONFIG_DEFS if d.name in configs}
 
     def set(self, group_id: str, configs: Mapping[str, str]) -> None:
@@ -190,11 +305,12 @@ class GroupConfigs:
         own = self._groups.get(group_id, {})
         entries = []
         for d in sorted(GROUP_CONFIG_DEFS, key=lambda d: d.name):
-            broker_value = render(getattr(self.config, d.broker_default), d.type)
+            broker_value = render(_broker_value(self.config, d), d.type)
             synonyms = []
             if d.name in own:
                 synonyms.append(Synonym(d.name, own[d.name], GROUP_CONFIG_SOURCE))  # type: ignore[arg-type]
-            synonyms.append(Synonym(d.broker_config, broker_value, ConfigSource.DEFAULT_CONFIG))
+            if d.broker_config:  # share.auto.offset.reset and its kind have no broker config
+                synonyms.append(Synonym(d.broker_config, broker_value, ConfigSource.DEFAULT_CONFIG))
             entries.append(
                 ConfigEntry(
                     name=d.name,

@@ -23,6 +23,8 @@ from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState
 from broker.coordinator.consumer.group import ConsumerGroup
 from broker.coordinator.consumer.manager import ConsumerGroupManager
 from broker.coordinator.offsets import OffsetStore
+from broker.coordinator.share.group import ShareGroup
+from broker.coordinator.share.manager import ShareGroupManager
 from broker.runtime.errors import CoordinatorError
 from broker.runtime.loader import records_of
 from broker.runtime.result import CoordinatorResult
@@ -32,6 +34,7 @@ from protocol.commit_codec import CommitPartition
 from protocol.compiled import speedups
 from protocol.errors import ErrorCode
 from storage import offsets_records as orec
+from storage.share_group_records import SHARE_GROUP_RECORD_TYPES
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
@@ -74,6 +77,8 @@ class GroupShard:
         self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 consumer groups; a group id is in at most one of the two dicts.
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # KIP-932 share groups (broker/coordinator/share/); their ids are in no other dict either.
+        self.share_groups: dict[str, ShareGroup] = {}
         self.offsets = OffsetStore()
         # Transactional offsets read from the log: producer id -> {(group, topic, partition): (value, record offset)}.
         self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[bytes, int]]] = {}
@@ -83,6 +88,7 @@ class GroupShard:
 
         self.classic = ClassicRebalancer(self)
         self.consumer = ConsumerGroupManager(self)
+        self.share = ShareGroupManager(self)
 
     @property
     def state(self) -> Any:
@@ -123,6 +129,8 @@ class GroupShard:
                 self.groups[group_id] = self._group_from_record(group_id, orec.parse_group_metadata_value(value))
         elif kind in orec.CONSUMER_GROUP_RECORD_TYPES:
             self.consumer.replay(kind, key, value)
+        elif kind in SHARE_GROUP_RECORD_TYPES:
+            self.share.replay(kind, key, value)
         else:
             log.warning("skipping a record of unknown type", record_type=kind, partition=self.partition)
 
@@ -292,6 +300,7 @@ class GroupShard:
             if len(group.members) > self.config.group_max_size:
                 self.classic.prepare_rebalance(group, "loaded group is over group.max.size")
         self.consumer.on_loaded()
+        self.share.on_loaded()
         self._schedule_expiration()
 
     def on_unloaded(self) -> None:
