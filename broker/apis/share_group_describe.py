@@ -95,17 +95,19 @@ def handle_share_group_describe(ctx: RequestContext, request: Any) -> Any:
         return _error(request, ErrorCode.UNSUPPORTED_VERSION)
     coordinator = broker.coordinator
     denied = []
-    described = []
+    invalid = []  # answered before the others, as GroupCoordinatorService completes them first
+    by_partition: dict[int, list[Any]] = {}  # the others, grouped by coordinator partition
     for group_id in request.group_ids:
         if not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, group_id or ""):
             denied.append(_error_group(group_id or "", ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue
         if not coordinator.active:
-            described.append(_error_group(group_id or "", ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message))
+            invalid.append(_error_group(group_id or "", ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message))
             continue
         if not group_id:
-            described.append(_error_group("", ErrorCode.INVALID_GROUP_ID))
+            invalid.append(_error_group("", ErrorCode.INVALID_GROUP_ID))
             continue
+        described = by_partition.setdefault(coordinator.partition_for(group_id), [])
         try:
             shard = coordinator.shard_for(group_id)
         except CoordinatorError as exc:
@@ -125,7 +127,7 @@ def handle_share_group_describe(ctx: RequestContext, request: Any) -> Any:
             ops = authz.operations(ctx, authz.GROUP, group_id)
             d.authorized_operations = GROUP_OPERATIONS_BITS if ops is None else sum(1 << op for op in ops)
         described.append(d)
-    groups = denied + described
+    groups = denied + invalid + [g for part in by_partition.values() for g in part]
     if broker.authorizer is not None:
         names = {t.topic_name for g in groups for m in g.members for t in m.assignment.topic_partitions}
         allowed = authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, names)

@@ -205,8 +205,9 @@ class KafkaReference:
         return self
 
     async def _wait_ready(self, deadline: float) -> None:
-        """Until Metadata lists the broker and FindCoordinator answers NONE for a group and a
-        transactional id (Kafka creates its internal topics on that first lookup)."""
+        """Until Metadata lists the broker and FindCoordinator answers NONE for a group, a
+        transactional id and a share-partition key (Kafka creates its internal topics on that first
+        lookup)."""
         from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
         from tests.support.raw_client import RawClient
@@ -227,7 +228,13 @@ class KafkaReference:
                             FindCoordinatorRequest[4](key_type=key_type, coordinator_keys=["kaflet-ready"]), timeout=5
                         )
                         done += all(c.error_code == 0 for c in resp.coordinators)
-                    if done == 2:
+                    # The share coordinator's __share_group_state is made on its first lookup too (kaflet
+                    # makes it at start), so a share group's first heartbeat meets the same broker.
+                    resp = await client.request(
+                        FindCoordinatorRequest[6](key_type=2, coordinator_keys=["kaflet-ready:AAAAAAAAAAAAAAAAAAAAAA:0"]), timeout=5
+                    )
+                    done += all(c.error_code == 0 for c in resp.coordinators)
+                    if done == 3:
                         return
             except (OSError, ConnectionError, TimeoutError):
                 pass

@@ -107,9 +107,10 @@ class StatePartitions:
 class ShareGroup:
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
+        # Kafka 4.4's ModernGroup starts at group epoch 1 and target assignment epoch 1 (the first bump makes 2).
+        self.group_epoch = 1
         self.metadata_hash = 0
-        self.assignment_epoch = -1
+        self.assignment_epoch = 1
         self.assignment_timestamp = 0
         self.members: dict[str, ShareMember] = {}
         self.target: dict[str, Partitions] = {}

@@ -187,7 +187,7 @@ class ShareGroupManager:
             if group is None:
                 return
             if value is None:
-                group.assignment_epoch, group.assignment_timestamp = -1, 0
+                group.assignment_epoch, group.assignment_timestamp = 1, 0
             else:
                 group.assignment_epoch, group.assignment_timestamp = srec.parse_share_target_assignment_metadata_value(value)
         elif kind == srec.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY:
@@ -341,6 +341,7 @@ class ShareGroupManager:
                 raise CoordinatorError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {group.group_id}.")
             member = ShareMember(req.member_id)
         self._check_epoch(member, req.member_epoch)
+        member = member.copy()  # replay updates the live member in place
         if joining and req.member_id not in group.members:
             log.info("member joined", group=group.group_id, member=req.member_id, protocol="share", client_id=req.client_id)
 
