@@ -268,6 +268,7 @@ class Broker:
             leader_epoch,
         )
         manager = self.share_partitions
+        self.coordinator.share_state_changed.append(manager.forget_group)
         # A deleted topic's share partitions go (Kafka's SharePartitionListener.onDeleted).
         self.topics.on_deleted.append(lambda topic: manager.remove_topic_partition(topic.topic_id))
 

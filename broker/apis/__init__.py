@@ -31,6 +31,7 @@ from broker.apis import (  # noqa: F401
     share_fetch,
     share_group_describe,
     share_group_heartbeat,
+    share_group_offsets,
     share_group_state,
     sync_group,
     transaction_admin,

@@ -83,6 +83,8 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
         self.batches_commits = config.fsync != "always"
         # The share coordinator (broker/share/coordinator/), which share groups' state lives in; set by the server.
         self.share_state: Any = None
+        # Told of a share group whose share state was deleted or altered (the share partitions load it again).
+        self.share_state_changed: list[Callable[[str], Any]] = []
 
     def build_shard(self, context: CoordinatorContext[GroupShard]) -> GroupShard:
         return GroupShard(self, context)

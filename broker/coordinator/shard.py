@@ -174,6 +174,8 @@ class GroupShard:
             error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, 9, transactional=True)
         else:
             if group is None:
+                if group_id in self.share_groups:
+                    raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
                 if generation >= 0:
                     raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
                 group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
@@ -339,6 +341,8 @@ class GroupShard:
                 error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, api_version, transactional=False)
                 if error is not ErrorCode.NONE:
                     raise CoordinatorError(error)
+            elif group_id in self.share_groups:  # KIP-932: a share group has no committed offsets
+                raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             elif generation < 0:
                 group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
             elif api_version >= 9:
@@ -449,7 +453,7 @@ class GroupShard:
     ) -> list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]:
         """OF-2..OF-5, OF-8: (topic, [(partition, offset, leader epoch, metadata, error)]) in request
         order; raises CoordinatorError for a consumer group's member errors (v9)."""
-        group = self.groups.get(group_id)
+        group = self.groups.get(group_id)  # a share group's id is answered as an unknown group's (no offsets)
         known = group is not None and not group.is_in(GroupState.DEAD)
         consumer_group = self.consumer_groups.get(group_id) if group is None else None
         if consumer_group is not None:
@@ -487,6 +491,8 @@ class GroupShard:
         if group is None:
             group = self.consumer_groups.get(group_id)  # OD-1: a consumer group is always allowed
             if group is None:
+                if group_id in self.share_groups:
+                    raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
         elif group.is_in(GroupState.DEAD):
             raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
@@ -594,7 +600,7 @@ class GroupShard:
             described.members.append((m.member_id, m.group_instance_id, m.client_id, m.client_host, metadata, m.assignment))
         return described
 
-    def list_groups(self) -> list[ClassicGroup]:
+    def list_groups(self) -> list[ClassicGroup]:  # classic groups (consumer and share groups are listed from their dicts)
         return list(self.groups.values())
 
     def delete_groups(self, group_ids: list[str]) -> tuple[list[tuple[str, ErrorCode]], Awaitable[Any] | None]:
@@ -602,6 +608,10 @@ class GroupShard:
         records: list[Record] = []
         results = []
         for group_id in group_ids:
+            share_group = self.share_groups.get(group_id)
+            if share_group is not None:  # KIP-932: its share state goes first (broker/coordinator/share/manager.py)
+                results.append((group_id, self.share.delete_group(share_group, records)))
+                continue
             group = self.groups.get(group_id)
             consumer_group = self.consumer_groups.get(group_id) if group is None else None
             if consumer_group is not None:

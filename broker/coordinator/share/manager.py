@@ -724,6 +724,34 @@ class ShareGroupManager:
         records = [self._state_record(group_id, {}, {}, {t: i.name for t, i in candidates.items()})]
         return ErrorCode.NONE, [(t, sorted(i.partitions)) for t, i in candidates.items()], records
 
+    def delete_group(self, group: ShareGroup, records: list[Record]) -> ErrorCode:
+        """DeleteGroups for a share group: its share state is deleted first (the partitions marked
+        deleting), then its records are tombstoned (appended to `records`)."""
+        error, partitions, marker = self.delete_requests(group.group_id)
+        if error is not ErrorCode.NONE:
+            return error
+        if partitions:
+            persister = self.persister
+            if persister is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            try:
+                self.shard.write(marker)
+            except CoordinatorError as exc:
+                return exc.code
+            for topic_id, parts in partitions:
+                for p in parts:
+                    result, _waiter = persister.delete(group.group_id, topic_id, p)
+                    if result.error is not ErrorCode.NONE:
+                        log.error("deleting a share group's state failed", group=group.group_id, partition=p, error=result.error.name)
+                        return result.error
+        records += self.group_tombstones(group)
+        self.state_changed(group.group_id)
+        return ErrorCode.NONE
+
+    def state_changed(self, group_id: str) -> None:
+        for listener in getattr(self.shard.service, "share_state_changed", ()):
+            listener(group_id)
+
     def alter_offsets(
         self, group_id: str, topics: list[tuple[str, list[tuple[int, int]]]]
     ) -> tuple[list[tuple[str, uuid.UUID | None, list[tuple[int, ErrorCode]]]], list[tuple[uuid.UUID, int, int]], list[Record], int]:
