@@ -243,6 +243,8 @@ def test_kafka_defaults_restores_kafkas_values_and_the_ready_line_says_so(tmp_pa
 def test_kafka_defaults_leaves_what_was_set_explicitly(tmp_path: Path) -> None:
     explicit = ["--group-initial-rebalance-delay-ms", "0", "--group-consumer-heartbeat-interval-ms", "250"]
     explicit += ["--group-consumer-min-heartbeat-interval-ms", "250", "--log-page-cache-bytes", str(64 * 1024 * 1024)]
+    explicit += ["--group-share-heartbeat-interval-ms", "250", "--group-share-min-heartbeat-interval-ms", "250"]
+    explicit += ["--group-share-assignment-interval-ms", "0"]
     bp = BrokerProcess(tmp_path / "d", *explicit, env={"KAFLET_KAFKA_DEFAULTS": "true"}).start()
     try:
         assert bp.wait_for(lambda r: r.get("event") == "broker ready")["kafka_defaults"] == {}

@@ -35,6 +35,9 @@ KAFKA_DEFAULTS: dict[str, Any] = {
     # (after the share coordinator has initialized their state), 5 s after the first at Kafka's default.
     "group_share_heartbeat_interval_ms": 5000,
     "group_share_min_heartbeat_interval_ms": 5000,
+    # Kafka recomputes a share group's target assignment at most once a second; kaflet at every
+    # change, so a second consumer gets its partitions at its next heartbeat.
+    "group_share_assignment_interval_ms": 1000,
     # Kafka leaves every page it writes in the page cache until the OS needs the memory; kaflet
     # hands back what lies more than 64 MiB behind each partition's head once it is written
     # (a development broker need not hold GBs of produce in memory, and on VMs that return free
@@ -165,6 +168,11 @@ class Config:
     group_share_min_heartbeat_interval_ms: int = _opt(250, "group.share.min.heartbeat.interval.ms (Kafka: 5000)")
     group_share_max_heartbeat_interval_ms: int = _opt(15_000, "group.share.max.heartbeat.interval.ms")
     group_share_max_size: int = _opt(200, "group.share.max.size")
+    group_share_assignment_interval_ms: int = _opt(
+        0, "group.share.assignment.interval.ms: least time between two target assignments of a share group (Kafka: 1000)"
+    )
+    group_share_min_assignment_interval_ms: int = _opt(0, "group.share.min.assignment.interval.ms")
+    group_share_max_assignment_interval_ms: int = _opt(15_000, "group.share.max.assignment.interval.ms")
     group_share_record_lock_duration_ms: int = _opt(30_000, "group.share.record.lock.duration.ms")
     group_share_min_record_lock_duration_ms: int = _opt(15_000, "group.share.min.record.lock.duration.ms")
     group_share_max_record_lock_duration_ms: int = _opt(60_000, "group.share.max.record.lock.duration.ms")
@@ -450,11 +458,20 @@ class Config:
             "share_coordinator_cold_partition_snapshot_interval_ms",
         ):
             require(getattr(self, name) >= 1, f"{names(name)} must be at least 1")
+        for name in (
+            "group_share_assignment_interval_ms",
+            "group_share_min_assignment_interval_ms",
+            "group_share_max_assignment_interval_ms",
+        ):
+            require(getattr(self, name) >= 0, f"{names(name)} must be at least 0")
         k = {f.name: "group." + f.name[len("group_") :].replace("_", ".") for f in fields(self) if f.name.startswith("group_share_")}
         pairs = (
             ("group_share_max_heartbeat_interval_ms", ">=", "group_share_min_heartbeat_interval_ms"),
             ("group_share_heartbeat_interval_ms", ">=", "group_share_min_heartbeat_interval_ms"),
             ("group_share_heartbeat_interval_ms", "<=", "group_share_max_heartbeat_interval_ms"),
+            ("group_share_max_assignment_interval_ms", ">=", "group_share_min_assignment_interval_ms"),
+            ("group_share_assignment_interval_ms", ">=", "group_share_min_assignment_interval_ms"),
+            ("group_share_assignment_interval_ms", "<=", "group_share_max_assignment_interval_ms"),
             ("group_share_max_session_timeout_ms", ">=", "group_share_min_session_timeout_ms"),
             ("group_share_session_timeout_ms", ">=", "group_share_min_session_timeout_ms"),
             ("group_share_session_timeout_ms", "<=", "group_share_max_session_timeout_ms"),

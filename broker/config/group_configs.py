@@ -45,6 +45,7 @@ class GroupConfigDef:
     broker_config: str  # Kafka's name of that broker config (the DescribeConfigs synonym)
     doc: str
     check: Check | None = None
+    internal: bool = False  # Kafka's defineInternal: DescribeConfigs lists it only where a group sets it
 
 
 def _between(low_field: str, low_name: str, high_field: str, high_name: str) -> Check:
@@ -127,18 +128,33 @@ GROUP_ACTIONS: dict[str, str] = {"kaflet.rebalance": "request_rebalance"}
 # KIP-932 share groups: Kafka 4.4's share.* group configs, their broker defaults and bounds.
 
 
-def _at_least(low: int, bounds: tuple[str, str] | None = None) -> Check:
-    """ConfigDef's Range.atLeast, then GroupConfig.validateIntRange against the broker's bounds."""
+def _at_least(low: int) -> Check:
+    """ConfigDef's Range.atLeast, checked as the value parses."""
 
-    def check(name: str, value: Any, _values: Mapping[str, Any], config: Config) -> None:
+    def check(name: str, value: Any, _values: Mapping[str, Any], _config: Config) -> None:
         if value < low:
             raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
-        if bounds is not None:
-            lo, hi = getattr(config, bounds[0]), getattr(config, bounds[1])
-            if not lo <= value <= hi:
-                raise ConfigError(f"{name} must be in the range {lo} to {hi} inclusive.")
 
     return check
+
+
+# GroupConfig.validateIntRange for the share configs, after every value has parsed, in Kafka's order.
+_SHARE_RANGES = (
+    ("share.heartbeat.interval.ms", "group_share_min_heartbeat_interval_ms", "group_share_max_heartbeat_interval_ms"),
+    ("share.session.timeout.ms", "group_share_min_session_timeout_ms", "group_share_max_session_timeout_ms"),
+    ("share.record.lock.duration.ms", "group_share_min_record_lock_duration_ms", "group_share_max_record_lock_duration_ms"),
+    ("share.delivery.count.limit", "group_share_min_delivery_count_limit", "group_share_max_delivery_count_limit"),
+    ("share.partition.max.record.locks", "group_share_min_partition_max_record_locks", "group_share_max_partition_max_record_locks"),
+    ("share.assignment.interval.ms", "group_share_min_assignment_interval_ms", "group_share_max_assignment_interval_ms"),
+)
+
+
+def _share_ranges(configs: Mapping[str, str], values: Mapping[str, Any], config: Config) -> None:
+    for name, low_field, high_field in _SHARE_RANGES:
+        if name in configs:
+            low, high = getattr(config, low_field), getattr(config, high_field)
+            if not low <= values[name] <= high:
+                raise ConfigError(f"{name} must be in the range {low} to {high} inclusive.")
 
 
 def _share_auto_offset_reset(name: str, value: Any, _values: Mapping[str, Any], _config: Config) -> None:
@@ -160,7 +176,7 @@ SHARE_GROUP_CONFIG_DEFS = [
         "group_share_session_timeout_ms",
         "group.share.session.timeout.ms",
         "The timeout to detect client failures when using the share group protocol.",
-        _at_least(1, ("group_share_min_session_timeout_ms", "group_share_max_session_timeout_ms")),
+        _at_least(1),
     ),
     GroupConfigDef(
         "share.heartbeat.interval.ms",
@@ -168,7 +184,7 @@ SHARE_GROUP_CONFIG_DEFS = [
         "group_share_heartbeat_interval_ms",
         "group.share.heartbeat.interval.ms",
         "The heartbeat interval given to the members of a share group.",
-        _at_least(1, ("group_share_min_heartbeat_interval_ms", "group_share_max_heartbeat_interval_ms")),
+        _at_least(1),
     ),
     GroupConfigDef(
         "share.record.lock.duration.ms",
@@ -176,7 +192,7 @@ SHARE_GROUP_CONFIG_DEFS = [
         "group_share_record_lock_duration_ms",
         "group.share.record.lock.duration.ms",
         "The record acquisition lock duration in milliseconds for share groups.",
-        _at_least(1000, ("group_share_min_record_lock_duration_ms", "group_share_max_record_lock_duration_ms")),
+        _at_least(1000),
     ),
     GroupConfigDef(
         "share.delivery.count.limit",
@@ -184,7 +200,7 @@ SHARE_GROUP_CONFIG_DEFS = [
         "group_share_delivery_count_limit",
         "group.share.delivery.count.limit",
         "The maximum number of delivery attempts for a record delivered to a share group.",
-        _at_least(2, ("group_share_min_delivery_count_limit", "group_share_max_delivery_count_limit")),
+        _at_least(2),
     ),
     GroupConfigDef(
         "share.partition.max.record.locks",
@@ -192,7 +208,7 @@ SHARE_GROUP_CONFIG_DEFS = [
         "group_share_partition_max_record_locks",
         "group.share.partition.max.record.locks",
         "Share-group record lock limit per share-partition.",
-        _at_least(100, ("group_share_min_partition_max_record_locks", "group_share_max_partition_max_record_locks")),
+        _at_least(100),
     ),
     GroupConfigDef(
         "share.auto.offset.reset",
@@ -209,6 +225,22 @@ SHARE_GROUP_CONFIG_DEFS = [
         "",
         "Controls how to read records written transactionally: read_committed or read_uncommitted (the default).",
         _one_of("read_committed", "read_uncommitted"),
+    ),
+    GroupConfigDef(
+        "share.assignment.interval.ms",
+        ConfigType.INT,
+        "group_share_assignment_interval_ms",
+        "group.share.assignment.interval.ms",
+        "The interval between assignment updates for a share group.",
+        _at_least(0),
+    ),
+    GroupConfigDef(
+        "share.assignor.offload.enable",
+        ConfigType.BOOLEAN,
+        "share_assignor_offload_enable",
+        "group.share.assignor.offload.enable",
+        "Whether to offload share group assignment to a group coordinator background thread.",
+        internal=True,
     ),
     GroupConfigDef(
         "share.renew.acknowledge.enable",
@@ -233,7 +265,13 @@ def definitions() -> dict[str, GroupConfigDef]:
 
 
 # Group configs with no broker config behind them (Kafka's synonym list is empty): their defaults.
-_FIXED_DEFAULTS = {"share_auto_offset_reset": "latest", "share_isolation_level": "read_uncommitted", "share_renew_acknowledge_enable": True}
+# share.assignor.offload.enable: kaflet's assignor always runs in the heartbeat (docs/decisions.md).
+_FIXED_DEFAULTS = {
+    "share_auto_offset_reset": "latest",
+    "share_isolation_level": "read_uncommitted",
+    "share_renew_acknowledge_enable": True,
+    "share_assignor_offload_enable": True,
+}
 
 
 def _broker_value(config: Config, d: GroupConfigDef) -> Any:
@@ -279,6 +317,7 @@ class GroupConfigs:
         for d in GROUP_CONFIG_DEFS:
             if d.name in configs and d.check is not None:
                 d.check(d.name, values[d.name], values, self.config)
+        _share_ranges(configs, values, self.config)
         _session_exceeds_heartbeat(configs, values)
         return {d.name: render(values[d.name], d.type) or "" for d in GROUP_CONFIG_DEFS if d.name in configs}
 
@@ -305,12 +344,14 @@ class GroupConfigs:
         own = self._groups.get(group_id, {})
         entries = []
         for d in sorted(GROUP_CONFIG_DEFS, key=lambda d: d.name):
+            if d.internal and d.name not in own:
+                continue
             broker_value = render(_broker_value(self.config, d), d.type)
             synonyms = []
             if d.name in own:
                 synonyms.append(Synonym(d.name, own[d.name], GROUP_CONFIG_SOURCE))  # type: ignore[arg-type]
-            if d.broker_config:  # share.auto.offset.reset and its kind have no broker config
-                synonyms.append(Synonym(d.broker_config, broker_value, ConfigSource.DEFAULT_CONFIG))
+            # share.auto.offset.reset and its kind have no broker config: their own default is the synonym
+            synonyms.append(Synonym(d.broker_config or d.name, broker_value, ConfigSource.DEFAULT_CONFIG))
             entries.append(
                 ConfigEntry(
                     name=d.name,

@@ -36,6 +36,16 @@ KAFLET_GROUP_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "group.consumer.heartbeat.interval.ms": "250",
     "group.consumer.min.heartbeat.interval.ms": "250",
+    "group.share.heartbeat.interval.ms": "250",
+    "group.share.min.heartbeat.interval.ms": "250",
+    "group.share.assignment.interval.ms": "0",
+}
+
+# The share-group bounds the tests' brokers (kaflet's and Kafka's alike) run with, so that a group
+# can set the short record locks and session timeouts tests wait for, as a user would.
+SHARE_TEST_BOUNDS = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.min.session.timeout.ms": "6000",
 }
 
 _LOG4J2 = """\

@@ -14,8 +14,9 @@ initialize them right after the heartbeat is answered, and marks them "initializ
 the member's next heartbeat then gets them (so a new member's first assignment comes with its
 second heartbeat, as in Kafka).
 
-Where kaflet decides (docs/decisions.md): the target assignment is computed in the heartbeat that
-changed the group (Kafka waits up to `group.share.assignment.interval.ms`), and the group's
+Where kaflet decides (docs/decisions.md): `group.share.assignment.interval.ms` defaults to 0, so
+the target assignment is computed in the heartbeat that changed the group (Kafka's 1000 ms is
+honoured when set, per group or broker), and the group's
 MetadataHash is kaflet's own hash of the subscribed topics' ids, names and partition counts (Kafka
 uses XXH3 over the same facts and the partitions' racks): it only detects changes, so only its
 value differs.
@@ -140,6 +141,10 @@ class ShareGroupManager:
     def heartbeat_interval_ms(self, group_id: str) -> int:
         value = self._group_config(group_id, "share.heartbeat.interval.ms")
         return value if value is not None else self.config.group_share_heartbeat_interval_ms
+
+    def assignment_interval_ms(self, group_id: str) -> int:
+        value = self._group_config(group_id, "share.assignment.interval.ms")
+        return value if value is not None else self.config.group_share_assignment_interval_ms
 
     # -- replay ---------------------------------------------------------------------------
 
@@ -444,6 +449,11 @@ class ShareGroupManager:
     ) -> tuple[int, Partitions]:
         """maybeUpdateTargetAssignment: the simple assignor over the initialized partitions."""
         if group.assignment_epoch >= group_epoch:
+            return group.assignment_epoch, group.target.get(member.member_id, {})
+        # canComputeNextTargetAssignment: at most one new target per interval; a later heartbeat
+        # (of any member) computes the one that waited.
+        interval, last = self.assignment_interval_ms(group.group_id), group.assignment_timestamp
+        if last and interval and self.shard.now_ms() < last + interval:
             return group.assignment_epoch, group.target.get(member.member_id, {})
         info = self.state_partitions.get(group.group_id)
         assignable = {t: i.partitions for t, i in info.initialized.items()} if info is not None else {}
