@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.admin import CreateTopicsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.metadata import MetadataRequest
 
 from protocol import records as r
 from protocol.kip932 import (
@@ -53,12 +54,27 @@ async def create_topic(client: RawClient, name: str, partitions: int = 1, config
     resp = await client.request(CreateTopicsRequest[7](topics=[topic], timeout_ms=10000, validate_only=False))
     (result,) = resp.topics
     assert result.error_code == 0, result
+    await _leaders_known(client, name, partitions)
     return result.topic_id
+
+
+async def _leaders_known(client: RawClient, name: str, partitions: int) -> None:
+    """Kafka creates a topic's partitions asynchronously, and its coordinators learn of the topic
+    from the same metadata: wait until Metadata names a leader for every partition."""
+    deadline = time.monotonic() + 30
+    request = MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=name, topic_id=None)], allow_auto_topic_creation=False)
+    while True:
+        (topic,) = (await client.request(request)).topics
+        if topic.error_code == 0 and len(topic.partitions) == partitions and all(p.leader_id >= 0 for p in topic.partitions):
+            return
+        assert time.monotonic() < deadline, f"{name} has no leaders"
+        await asyncio.sleep(0.05)
 
 
 async def produce(client: RawClient, topic: str, values: list[bytes], partition: int = 0, **batch: Any) -> int:
     """One batch of `values` (keys k0, k1, ...); returns its base offset."""
-    data = bytes(r.build_batch([(b"k%d" % i, v) for i, v in enumerate(values)], timestamp_ms=int(time.time() * 1000), **batch))
+    batch.setdefault("timestamp_ms", int(time.time() * 1000))
+    data = bytes(r.build_batch([(b"k%d" % i, v) for i, v in enumerate(values)], **batch))
     result = d.produce_result(await client.request(d.produce(topic, partition, data)))
     assert result.error_code == 0, result
     return result.base_offset

@@ -39,6 +39,7 @@ COLD_SNAPSHOT_TIMER = "share-state-cold-snapshot"
 
 NULL_TOPIC_ID = "The topic id cannot be null."
 NEGATIVE_PARTITION_ID = "The partition id cannot be a negative number."
+FENCED_LEADER_EPOCH_MESSAGE = "The leader epoch in the request is older than the epoch on the broker."  # FencedLeaderEpochException
 NEGATIVE_LEADER_EPOCH = "The leader epoch cannot be a negative number."
 NEGATIVE_STATE_EPOCH = "The state epoch cannot be a negative number."
 WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allowed."
@@ -231,7 +232,7 @@ class ShareShard:
         if current is None:
             return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, WRITE_UNINITIALIZED))
         if self.leader_epochs.get(k, leader_epoch) > leader_epoch:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH.message))
+            return CoordinatorResult([], PartitionResult(partition, ErrorCode.FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH_MESSAGE))
         if self.state_epochs.get(k, state_epoch) > state_epoch:
             return CoordinatorResult([], PartitionResult(partition, ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_STATE_EPOCH.message))
         if self._unknown_partition(topic_id, partition):
@@ -291,7 +292,7 @@ class ShareShard:
         if current is None:
             return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, READ_UNINITIALIZED))
         if self.leader_epochs.get(k, leader_epoch) > leader_epoch:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH.message))
+            return CoordinatorResult([], PartitionResult(partition, ErrorCode.FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH_MESSAGE))
         if self._unknown_partition(topic_id, partition):
             return CoordinatorResult(
                 [], PartitionResult(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
