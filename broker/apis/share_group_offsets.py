@@ -266,6 +266,7 @@ def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
         except CoordinatorError:
             pass
         shard.share.state_changed(group_id)
+        ctx.log.info("share group offsets altered", group=group_id, partitions={str(t): sorted(ps) for t, ps in done.items()})
     for name, topic_id, parts in results:
         entry = topic_entry(name, topic_id)
         for p, code in parts:
@@ -357,6 +358,7 @@ def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
             code, message = _routing_error(exc)
             return _delete_error(request, code, message)
         shard.share.state_changed(group_id)
+        ctx.log.info("share group offsets deleted", group=group_id, topics=sorted(succeeded.values()))
     return DeleteResponse(
         version=ctx.api_version, throttle_time_ms=0, error_code=0, error_message=None, responses=denied + done + error_topics
     )

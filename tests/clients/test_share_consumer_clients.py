@@ -35,7 +35,7 @@ QUIET = {"log_level": 3}
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     bp = BrokerProcess(
         tmp_path_factory.mktemp("share-clients") / "data",
         "--offsets-partitions",
@@ -46,9 +46,14 @@ def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "6000",
     ).start()
     try:
-        yield bp.bootstrap
+        yield bp
     finally:
         bp.stop()
+
+
+@pytest.fixture
+def bootstrap(broker: BrokerProcess) -> str:
+    return broker.bootstrap
 
 
 def _setup(bootstrap: str, configs: dict[str, str], partitions: int = 1) -> tuple[str, str]:
@@ -302,3 +307,22 @@ def test_read_committed_skips_aborted_transactions(bootstrap: str) -> None:
         assert sorted(m.value() for m in _drain(c, 2)) == [b"aborted", b"committed"]
     finally:
         c.close()
+
+
+def test_group_events_are_logged(broker: BrokerProcess) -> None:
+    topic, group = _setup(broker.bootstrap, {})
+    _produce(broker.bootstrap, topic, [b"v"])
+    c = _consumer(broker.bootstrap, group, topic)
+    try:
+        _drain(c, 1)
+        c.commit_sync(10)
+    finally:
+        c.close()
+
+    def event(name: str) -> dict[str, Any]:
+        return broker.wait_for(lambda r: r.get("event") == name and r.get("group") == group, timeout=10)
+
+    assert event("member joined")["protocol"] == "share"
+    assert event("share partitions initialized")["partitions"] == {topic: [0]}
+    assert event("target assignment computed")["assignor"] == "simple"
+    assert event("member left")["protocol"] == "share"

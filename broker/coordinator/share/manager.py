@@ -573,6 +573,8 @@ class ShareGroupManager:
             log.warning("recording share state initialization failed", group=group_id, error=exc.code.name)
         if failed:
             log.warning("share state initialization failed", group=group_id, partitions={str(t): sorted(ps) for t, ps in failed.items()})
+        else:
+            log.info("share partitions initialized", group=group_id, partitions={self._name_of(t): sorted(ps) for t, ps in done.items()})
 
     def _mark_initialized(self, group_id: str, topic_partitions: dict[uuid.UUID, set[int]]) -> Any:
         from broker.runtime.result import CoordinatorResult
@@ -756,6 +758,7 @@ class ShareGroupManager:
                         return result.error
         records += self.group_tombstones(group)
         self.state_changed(group.group_id)
+        log.info("group deleted", group=group.group_id, protocol="share")
         return ErrorCode.NONE
 
     def state_changed(self, group_id: str) -> None:
