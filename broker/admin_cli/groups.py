@@ -1,4 +1,5 @@
-"""`kaflet groups list|describe|delete|lag|reset-offsets|rebalance` (kafka-consumer-groups.sh's semantics).
+"""`kaflet groups list|describe|delete|lag|reset-offsets|rebalance` (kafka-consumer-groups.sh's semantics;
+share groups as kafka-share-groups.sh, broker/admin_cli/share_groups.py).
 
 lag: per partition the committed offset, the log end offset (ListOffsets latest, read
 uncommitted, as Kafka's tool asks) and their difference, with the member that owns the
@@ -24,6 +25,7 @@ import datetime as dt
 from typing import Any
 
 from broker.admin_cli import FAILED, GROUP_ACTIVE, OK
+from broker.admin_cli import share_groups as share
 from broker.admin_cli.output import CommandError, Result, table
 
 INACTIVE_STATES = ("Empty", "Dead")
@@ -311,13 +313,19 @@ def _describe_consumer_group(d: Any, admin: Any) -> tuple[dict[str, Any], str]:
 
 
 def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
-    consumer_groups = _consumer_describe(admin, args.groups)
-    classic_ids = [g for g in args.groups if g not in consumer_groups]
+    share_groups = share.describe_all(admin, args.groups)
+    consumer_groups = _consumer_describe(admin, [g for g in args.groups if g not in share_groups])
+    classic_ids = [g for g in args.groups if g not in consumer_groups and g not in share_groups]
     described = dict(admin.describe_groups(classic_ids)) if classic_ids else {}
     out = []
     errors = []
     blocks = []
     for group_id in args.groups:
+        if group_id in share_groups:
+            summary, block = share.describe(share_groups[group_id], admin)
+            out.append(summary)
+            blocks.append(block)
+            continue
         if group_id in consumer_groups:
             summary, block = _describe_consumer_group(consumer_groups[group_id], admin)
             out.append(summary)
@@ -396,11 +404,14 @@ def _error_label(status: Any) -> str:
 def lag(args: argparse.Namespace, admin: Any) -> Result:
     from kafka.admin import OffsetSpec
 
-    described = _describe(admin, args.groups)
+    share_groups = share.describe_all(admin, args.groups)
+    others = [g for g in args.groups if g not in share_groups]
+    shared, share_text = share.lag(admin, [g for g in args.groups if g in share_groups], share_groups)
+    described = _describe(admin, others)
     out = []
     rows = []
     errors = []
-    for group_id in args.groups:
+    for group_id in others:
         d = described[group_id]
         committed = _committed(admin, group_id)
         owners: dict[Any, dict[str, Any]] = {}
@@ -437,7 +448,9 @@ def lag(args: argparse.Namespace, admin: Any) -> Result:
         total = sum(e["lag"] for e in entries if e["lag"] is not None)
         out.append({"group": group_id, "exists": True, "state": d["group_state"], "partitions": entries, "total_lag": total})
     headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
-    return Result({"groups": out}, table(headers, rows), FAILED if errors else OK, errors)
+    by_group = {g["group"]: g for g in out + shared}
+    texts = ([table(headers, rows)] if others else []) + ([share_text] if shared else [])
+    return Result({"groups": [by_group[g] for g in args.groups]}, "\n\n".join(texts), FAILED if errors else OK, errors)
 
 
 # -- reset-offsets --------------------------------------------------------------------------
@@ -492,6 +505,9 @@ def reset_offsets(args: argparse.Namespace, admin: Any) -> Result:
         raise CommandError("--execute and --dry-run are mutually exclusive", 2)
     timestamp = parse_datetime(args.to_datetime) if args.to_datetime is not None else None
     group = args.group
+    share_group = share.describe_all(admin, [group]).get(group)
+    if share_group is not None:
+        return share.reset_offsets(args, admin, share_group, _partitions_to_reset(admin, args.topic), timestamp)
     state = _describe(admin, [group])[group]["group_state"]
     if state not in INACTIVE_STATES:
         raise CommandError(
