@@ -24,6 +24,7 @@ from kafka.protocol.admin import (
     ListGroupsRequest,
 )
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetDeleteRequest, SyncGroupRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from protocol import records as r
 from protocol.kip848 import ConsumerGroupHeartbeatRequest
@@ -322,6 +323,26 @@ async def state_scenario(client: RawClient) -> Lines:
     ]
     for step, request in steps:
         rec.add(step, await client.request(request))
+    # FindCoordinator of share keys (v6): the share coordinator of group:topicId:partition
+    from broker.share.coordinator.service import kafka_uuid
+
+    rec.names[kafka_uuid(tid)] = "TID"
+    good = f"{group}:{kafka_uuid(tid)}:0"
+    keys = [
+        good,
+        f"a:b:{kafka_uuid(tid)}:1",
+        f"{good}:",
+        f"{group}:{kafka_uuid(tid)}",
+        f"{group}:nope:0",
+        f"{group}:{kafka_uuid(tid)}:x",
+        f" :{kafka_uuid(tid)}:0",
+    ]
+    found = await client.request(FindCoordinatorRequest[6](key_type=2, coordinator_keys=keys))
+    rec.add(
+        "find-share-coordinators", repr([(c.key, c.error_code, c.node_id if c.node_id < 0 else "node", c.host) for c in found.coordinators])
+    )
+    older = await client.request(FindCoordinatorRequest[5](key_type=2, coordinator_keys=[good]))
+    rec.add("find-share-coordinator-v5", repr([(c.error_code, c.node_id) for c in older.coordinators]))
     return rec.lines
 
 

@@ -18,6 +18,8 @@ it with the group) and the share-state APIs (broker/apis/share_group_state.py).
 from __future__ import annotations
 
 import base64
+import binascii
+import re
 import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
@@ -48,18 +50,42 @@ def coordinator_key(group: str, topic_id: uuid.UUID, partition: int) -> str:
     return f"{group}:{kafka_uuid(topic_id)}:{partition}"
 
 
-def parse_coordinator_key(key: str) -> tuple[str, uuid.UUID, int]:
-    """SharePartitionKey.getInstance(String): ValueError for a key not of that form."""
-    parts = key.split(":")
-    if len(parts) != 3:
-        raise ValueError(f"Share coordinator key is not in the correct format: {key}")
-    group, topic, partition = parts
-    if not group.strip() or not topic.strip() or not partition.strip():
-        raise ValueError(f"Share coordinator key is not in the correct format: {key}")
-    raw = base64.urlsafe_b64decode(topic + "=" * (-len(topic) % 4))
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    """Kafka's Uuid.fromString: URL-safe base64 of 16 bytes (padding optional); ValueError otherwise."""
+    if len(text) > 24:
+        raise ValueError(f"Input string with prefix `{text[:24]}` is too long to be decoded as a base64 UUID")
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"Invalid UUID: {text}") from None
     if len(raw) != 16:
-        raise ValueError(f"Invalid topic id in share coordinator key: {key}")
-    return group, uuid.UUID(bytes=raw), int(partition)
+        raise ValueError(f"This byte buffer holds {len(raw)} bytes, not the 16 of a UUID")
+    return uuid.UUID(bytes=raw)
+
+
+def parse_coordinator_key(key: str) -> tuple[str, uuid.UUID, int]:
+    """SharePartitionKey.getInstance(String): "groupId:topicId:partition", the group id may hold
+    colons (Java's split drops trailing empty parts); ValueError with Kafka's words otherwise."""
+    if not key:
+        raise ValueError("Share partition key cannot be empty")
+    tokens = key.split(":")
+    while tokens and tokens[-1] == "":
+        tokens.pop()
+    if len(tokens) < 3:
+        raise ValueError(f"Invalid key format: expected - groupId:topicId:partition, found - {key}")
+    group, topic, partition = ":".join(tokens[:-2]), tokens[-2], tokens[-1]
+    if not group.strip():
+        raise ValueError("GroupId must not be empty")
+    try:
+        topic_id = parse_kafka_uuid(topic)
+    except ValueError:
+        raise ValueError(f"Invalid topic ID: {topic}") from None
+    if not _INT.fullmatch(partition) or not -(2**31) <= int(partition) < 2**31:
+        raise ValueError(f"Invalid partition: {partition}")
+    return group, topic_id, int(partition)
 
 
 def share_state_topic(config: Config) -> InternalTopic:
