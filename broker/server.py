@@ -248,18 +248,26 @@ class Broker:
         """The share coordinator, the runtime's third user (over __share_group_state), and the
         share partitions that read from it (broker/share/)."""
         from broker.share.coordinator.service import ShareCoordinator
-        from broker.share.manager import SharePartitionManager
-        from broker.share.settings import ShareGroupSettingsProvider
 
         assert self.coordinator is not None
         self.share_coordinator = ShareCoordinator(self.config, services)
         self.share_coordinator.start()
         self.coordinator.share_state = self.share_coordinator
 
+        self.share_partitions = self.new_share_partitions()
+
+    def new_share_partitions(self) -> Any:
+        """A SharePartitionManager reading from this broker's logs through the share coordinator
+        (each node of a cluster has its own: its share sessions and the share partitions it leads)."""
+        from broker.share.manager import SharePartitionManager
+        from broker.share.settings import ShareGroupSettingsProvider
+
+        assert self.coordinator is not None and self.share_coordinator is not None
+
         def leader_epoch(topic: str, partition: int) -> int:
             return self.cluster.leader_epoch(topic, partition) if self.cluster is not None else 0
 
-        self.share_partitions = SharePartitionManager(
+        manager = SharePartitionManager(
             self.logs,
             self.share_coordinator,
             ShareGroupSettingsProvider(self.config, self.coordinator.group_configs),
@@ -267,10 +275,10 @@ class Broker:
             self.config.group_share_max_share_sessions,
             leader_epoch,
         )
-        manager = self.share_partitions
         self.coordinator.share_state_changed.append(manager.forget_group)
         # A deleted topic's share partitions go (Kafka's SharePartitionListener.onDeleted).
         self.topics.on_deleted.append(lambda topic: manager.remove_topic_partition(topic.topic_id))
+        return manager
 
     async def stop(self) -> None:
         """Stop accepting, finish responses in flight, close connections and files."""

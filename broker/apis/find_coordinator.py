@@ -70,6 +70,11 @@ def _node_of(broker: Any, key_type: int, key: str, listener: str | None = None) 
     cluster = broker.cluster
     if cluster is None:
         return broker.config.node_id, *advertised_for(broker, listener)
+    if key_type == SHARE:
+        from broker.share.coordinator.service import parse_coordinator_key
+
+        node = cluster.node(cluster.share_coordinator_of(*parse_coordinator_key(key))[1])
+        return node.config.node_id, *advertised_for(node, listener)
     coordinator = _service(broker, key_type)
     topic = "__consumer_offsets" if key_type == GROUP else coordinator.topic_name
     node = cluster.node(cluster.leader(topic, coordinator.partition_for(key)))

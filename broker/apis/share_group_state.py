@@ -90,7 +90,15 @@ def _serve(
         return build([])
     if coordinator is None or not coordinator.active:
         return build(_unavailable(request))
-    done = _results(request, lambda g, t, p: op(coordinator, g, t, p))
+    cluster = ctx.broker.cluster
+    node_id = ctx.broker.config.node_id
+
+    def routed(g: str, t: uuid.UUID, p: Any) -> tuple[PartitionResult, Awaitable[Any] | None]:
+        if cluster is not None and cluster.share_coordinator_of(g, t, p.partition)[1] != node_id:
+            return PartitionResult(p.partition, ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR.message), None
+        return op(coordinator, g, t, p)
+
+    done = _results(request, routed)
     assert done is not None
     results, waiters = done
     response = build(results)

@@ -37,6 +37,14 @@ def parser() -> argparse.ArgumentParser:
     which.add_argument("--group")
     which.add_argument("--partition", type=int)
     coord.add_argument("--to", type=int, help="node id (default: the next node)")
+    share = sub.add_parser(
+        "move-share-coordinator",
+        help="move a __share_group_state partition (cluster only): its share partitions' share coordinator changes",
+    )
+    which = share.add_mutually_exclusive_group(required=True)
+    which.add_argument("--key", help="a share partition, as group:topicId:partition (the topic id in Kafka's base64 form)")
+    which.add_argument("--partition", type=int)
+    share.add_argument("--to", type=int, help="node id (default: the next node)")
     sub.add_parser("state", help="list every rule, error stack, hole, the latency and whether the broker is down")
     sub.add_parser("connections", help="list open client connections (peer, client id, hole)")
     rule = sub.add_parser("rule", help="answer matching requests with an error, a delay or a closed connection")
@@ -73,6 +81,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+CLUSTER_MOVES = ("move_leader", "move_coordinator", "move_share_coordinator")
+
+
 def _stack_entry(text: str) -> Any:
     code, sep, delay = text.partition(":")
     if not sep:
@@ -85,15 +96,15 @@ def _stack_entry(text: str) -> Any:
 
 def request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     op, params = _request_of(args)
-    if args.node is not None and op not in ("move_leader", "move_coordinator"):
+    if args.node is not None and op not in CLUSTER_MOVES:
         params["node"] = args.node
     return op, params
 
 
 def _request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     op = args.op.replace("-", "_")
-    if op in ("move_leader", "move_coordinator"):
-        params = {k: v for k in ("topic", "partition", "group") if (v := getattr(args, k, None)) is not None}
+    if op in CLUSTER_MOVES:
+        params = {k: v for k in ("topic", "partition", "group", "key") if (v := getattr(args, k, None)) is not None}
         if args.to is not None:
             params["node"] = args.to
         return op, params

@@ -18,7 +18,13 @@ Where Kafka is silent or kaflet decides:
 - the transaction coordinator of a transactional id is the leader of its `__transaction_state`
   partition; InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn sent elsewhere get
   NOT_COORDINATOR; those partitions do not move (no transaction coordinator moves yet);
-- request metrics count every node's requests together (one metrics listener, the state broker's).
+- request metrics count every node's requests together (one metrics listener, the state broker's);
+- share groups (KIP-932): each node has its own share sessions and the share partitions of the
+  partitions it leads (a leader move drops the old leader's, the new one loads from the share
+  coordinator); the share coordinator of a share partition is the leader of its
+  `__share_group_state` partition (FindCoordinator, the share-state APIs), which
+  `move_share_coordinator` moves like `move_coordinator`; the share partitions reach it in
+  process, wherever it is.
 """
 
 from __future__ import annotations
@@ -104,7 +110,7 @@ class TxnView:
 class ClusterNode(Broker):
     """One broker of a Cluster: its own listener, connections, faults and chaos; the rest is the cluster's."""
 
-    _SHARED = ("datadir", "clock", "metrics", "security", "authorizer")
+    _SHARED = ("datadir", "clock", "metrics", "security", "authorizer", "share_coordinator")
 
     def __init__(self, cluster: Cluster, config: Config) -> None:
         super().__init__(config)
@@ -125,6 +131,8 @@ class ClusterNode(Broker):
         self.started_at = time.time()
         state = self.cluster.state
         self.observe_response, self.observe_known = state.observe_response, state.observe_known
+        if state.share_partitions is not None:
+            self.share_partitions = state.new_share_partitions()  # this node's share sessions and partitions
         await self._bind()
         for server in self._servers:
             await server.start_serving()
@@ -143,6 +151,8 @@ class ClusterNode(Broker):
         from broker.apis.fetch import wake_parked_fetches
 
         wake_parked_fetches(self)
+        if self.__dict__.get("share_partitions") is not None:
+            self.share_partitions.wake_all()  # parked ShareFetches answer now
         in_flight = [c.in_flight for c in self.connections if c.in_flight is not None]
         if in_flight:
             await asyncio.wait(in_flight, timeout=5)
@@ -223,6 +233,11 @@ class Cluster:
         log_.leader_epoch = epoch  # batches appended from now on carry it
         self.leaders[(topic, partition)] = new
         self._moved()
+        t = self.state.topics.get(topic)
+        for node in self.nodes:  # the old leader's share partitions go (SharePartitionListener.onBecomingFollower)
+            manager = node.__dict__.get("share_partitions")
+            if manager is not None and t is not None:
+                manager.remove_topic_partition(t.topic_id, partition)
         log.info("leader moved", topic=topic, partition=partition, old=old, new=new, leader_epoch=epoch)
         return {"topic": topic, "partition": partition, "old_leader": old, "leader": new, "leader_epoch": epoch}
 
@@ -245,6 +260,27 @@ class Cluster:
         )
         return moved
 
+    async def move_share_coordinator(self, partition: int, node_id: int | None = None) -> dict[str, Any]:
+        """Move a `__share_group_state` partition: the share coordinator of its share partitions
+        changes; its shard unloads and a new one loads from the log."""
+        share = self.state.share_coordinator
+        if share is None:
+            raise KeyError("share groups are not enabled (--group-coordinator-rebalance-protocols)")
+        if not 0 <= partition < len(share.shards):
+            raise KeyError(f"no partition {share.topic_name}-{partition}")
+        share.runtime.flush_appends()  # under the old leader epoch
+        moved = self.move_leader(share.topic_name, partition, node_id)
+        shard = await share.runtime.move(partition)
+        log.info("share coordinator moved", partition=partition, old=moved["old_leader"], new=moved["leader"], states=len(shard.states))
+        return moved
+
+    def share_coordinator_of(self, group: str, topic_id: Any, partition: int) -> tuple[int, int]:
+        """(partition of `__share_group_state`, node id) of a share partition's share coordinator."""
+        share = self.state.share_coordinator
+        assert share is not None
+        state_partition = share.partition_of(group, topic_id, partition)
+        return state_partition, self.leader(share.topic_name, state_partition)
+
     async def fail_over(self, node_id: int) -> dict[str, Any]:
         """What Kafka's controller does when a broker dies: every partition it leads (and every
         `__consumer_offsets` partition, so its groups' coordinators) moves to the next node."""
@@ -258,6 +294,8 @@ class Cluster:
                     continue
                 if topic.name == OFFSETS_TOPIC:
                     await self.move_coordinator(p)
+                elif self.state.share_coordinator is not None and topic.name == self.state.share_coordinator.topic_name:
+                    await self.move_share_coordinator(p)
                 else:
                     self.move_leader(topic.name, p)
                 moved += 1
@@ -310,6 +348,19 @@ class Cluster:
                 if group is not None:
                     partition = self.coordinator_of(str(group))[0]
                 result = await self.move_coordinator(partition or 0, node)
+            elif op == "move_share_coordinator":
+                key = params.pop("key", None)
+                partition = int_param("partition", key is None)
+                node = int_param("node", False)
+                self._no_more(op, params)
+                if key is not None:
+                    from broker.share.coordinator.service import parse_coordinator_key
+
+                    try:
+                        partition = self.share_coordinator_of(*parse_coordinator_key(str(key)))[0]
+                    except ValueError as exc:
+                        raise ChaosError(f"key: {exc}") from None
+                result = await self.move_share_coordinator(partition or 0, node)
             elif op == "state" and "node" not in params:
                 self._no_more(op, params)
                 return {
