@@ -47,6 +47,7 @@ from broker.coordinator.share.group import (
     to_partitions,
 )
 from broker.runtime.errors import CoordinatorError
+from broker.share.settings import clamp
 from protocol.errors import ErrorCode
 from storage import share_group_records as srec
 
@@ -134,17 +135,19 @@ class ShareGroupManager:
         value = configs.get(group_id, name)
         return int(value) if value is not None else None
 
+    def _setting(self, group_id: str, name: str, bounds: str) -> int:
+        """The group's own value within the broker's current bounds (GroupConfig.evaluate), or the broker's."""
+        value = self._group_config(group_id, name)
+        return clamp(value, self.config, bounds) if value is not None else getattr(self.config, f"group_share_{bounds}")
+
     def session_timeout_ms(self, group_id: str) -> int:
-        value = self._group_config(group_id, "share.session.timeout.ms")
-        return value if value is not None else self.config.group_share_session_timeout_ms
+        return self._setting(group_id, "share.session.timeout.ms", "session_timeout_ms")
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        value = self._group_config(group_id, "share.heartbeat.interval.ms")
-        return value if value is not None else self.config.group_share_heartbeat_interval_ms
+        return self._setting(group_id, "share.heartbeat.interval.ms", "heartbeat_interval_ms")
 
     def assignment_interval_ms(self, group_id: str) -> int:
-        value = self._group_config(group_id, "share.assignment.interval.ms")
-        return value if value is not None else self.config.group_share_assignment_interval_ms
+        return self._setting(group_id, "share.assignment.interval.ms", "assignment_interval_ms")
 
     # -- replay ---------------------------------------------------------------------------
 

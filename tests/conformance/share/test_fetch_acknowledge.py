@@ -313,3 +313,26 @@ async def test_qa_5_gaps_are_acknowledged_with_type_0(client: RawClient) -> None
     await m.fetch()
     resp = await m.ack({tp: [(0, 2, [ACCEPT, GAP, ACCEPT])]})
     assert resp.responses[0].partitions[0].error_code == 0
+
+
+async def test_qf_12_a_group_config_outside_narrowed_bounds_is_held_within_them(make_config: Callable[..., Any]) -> None:
+    from broker import Broker
+    from tests.support.coordinator import wait_ready
+
+    config = make_config(**s.SHARE_BOUNDS)
+    async with Broker(config) as broker:
+        client = await RawClient.connect(broker.bootstrap)
+        await wait_ready(client)
+        await s.create_topic(client, "t")
+        await s.set_group_configs(client, "g", {"share.record.lock.duration.ms": "50000", "share.delivery.count.limit": "9"})
+        await client.close()
+    narrowed = make_config(**s.SHARE_BOUNDS, group_share_max_record_lock_duration_ms=40000, group_share_max_delivery_count_limit=6)
+    async with Broker(narrowed) as broker:
+        client = await RawClient.connect(broker.bootstrap)
+        await wait_ready(client)
+        m = s.ShareMember(client, "g")
+        await m.join(["t"])
+        resp = await m.fetch()
+        assert resp.acquisition_lock_timeout_ms == 40000  # GroupConfig.evaluate: clamped to the new maximum
+        assert broker.share_partitions.settings.delivery_count_limit("g") == 6
+        await client.close()
