@@ -5,7 +5,8 @@ short locks and limits set as group configs the way a user sets them.
 Scenarios: implicit acknowledgement, explicit ACCEPT/RELEASE/REJECT, four consumers sharing one
 partition (every record delivered once), a SIGKILLed consumer whose records go to another at once,
 a consumer that stops polling (its locks time out), a poison record archived at the delivery
-limit, read_committed skipping aborted transactions."""
+limit, read_committed skipping aborted transactions, and a broker SIGKILLed mid-stream (its own
+broker process) that neither redelivers an acknowledged record nor loses one."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from broker.embed import BrokerProcess
 from tests.support import share
+from tests.support.kafka_reference import free_port
 from tests.support.raw_client import RawClient
 from tests.support.waiting import wait_until
 
@@ -326,3 +328,56 @@ def test_group_events_are_logged(broker: BrokerProcess) -> None:
     assert event("share partitions initialized")["partitions"] == {topic: [0]}
     assert event("target assignment computed")["assignor"] == "simple"
     assert event("member left")["protocol"] == "share"
+
+
+def test_acknowledged_records_stay_done_across_a_broker_sigkill(tmp_path: Path) -> None:
+    """The broker dies (SIGKILL) under a consumer acknowledging batch by batch and comes back on the
+    same port and data dir: no record whose acknowledgement commit_sync reported done comes again,
+    every record is delivered, and the batch held unacknowledged at the kill comes again."""
+    port = free_port()
+    args = ("--port", str(port), "--offsets-partitions", "5", "--group-share-min-session-timeout-ms", "6000")
+    bp = BrokerProcess(tmp_path / "data", *args).start()
+    try:
+        # at most 100 records in flight (the least Kafka allows): the 600 come in many polls, so the kill falls mid-stream
+        topic, group = _setup(bp.bootstrap, {"share.session.timeout.ms": "6000", "share.partition.max.record.locks": "100"})
+        _produce(bp.bootstrap, topic, [b"v%d" % i for i in range(600)], batch=10)
+        c = _consumer(bp.bootstrap, group, topic, explicit=True)
+        done: set[int] = set()  # offsets whose ACCEPT commit_sync answered without error
+        seen: set[int] = set()
+        held: set[int] = set()  # polled just before the kill, acknowledged only after it
+        after_kill: list[int] = []
+        delivered_after_done: list[int] = []
+        killed = False
+        seen_at_kill = 0
+        deadline = time.monotonic() + 120
+        try:
+            while len(seen) < 600 or not held <= set(after_kill) | done:
+                assert time.monotonic() < deadline, f"{len(seen)} of 600 delivered; held {sorted(held)}, after the kill {after_kill}"
+                batch = [m for m in c.poll(0.5) if m.error() is None]
+                offsets = [m.offset() for m in batch]
+                delivered_after_done += [o for o in offsets if o in done]
+                seen.update(offsets)
+                if killed:
+                    after_kill += offsets
+                elif len(done) >= 200 and batch:
+                    held, seen_at_kill = set(offsets), len(seen)
+                    bp.kill()  # SIGKILL, with this batch acquired and not yet acknowledged
+                    killed = True
+                    bp = BrokerProcess(tmp_path / "data", *args).start()
+                for m in batch:
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if batch:
+                    try:
+                        results = c.commit_sync(10)
+                    except Exception:  # no answer: nothing of this batch is known done
+                        results = {}
+                    if results and all(v is None for v in results.values()):
+                        done.update(offsets)
+        finally:
+            c.close()
+        assert killed and 0 < len(held) <= 100 and seen_at_kill < 600, (killed, len(held), seen_at_kill)  # mid-stream
+        assert delivered_after_done == [], "acknowledged records delivered again after the broker restarted"
+        assert seen == set(range(600)), f"lost: {sorted(set(range(600)) - seen)}"
+        assert held - done <= set(after_kill)
+    finally:
+        bp.close()
