@@ -1,18 +1,23 @@
 """Share groups (KIP-932) with the Java client 4.4 against kaflet and Kafka 4.4 at once: every
 scenario of tests/jvm/share-clients (ShareScenarios.java) runs on both brokers together, in one
-JVM for the session; kaflet's outcome must be what the scenario expects, and Kafka's the same."""
+JVM for the session; kaflet's outcome must be what the scenario expects, and Kafka's the same. The broker-SIGKILL
+scenario runs on a kaflet process of its own only: the reference Kafka is shared by the session."""
 
 from __future__ import annotations
 
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.embed import BrokerProcess
 from tests.differential.clients.peers import normalize_text
 from tests.support.client_driver import JavaDriver
+from tests.support.kafka_reference import free_port
+from tests.support.waiting import wait_until
 
 
 class ShareDriver(JavaDriver):
@@ -96,6 +101,14 @@ def test_lock_timeout(both: Any) -> None:
     assert mine == theirs
 
 
+def test_killed_consumer(both: Any) -> None:
+    mine, theirs = both("killed_consumer")
+    assert mine["holder"] == {"accepted": [0, 1, 2, 3, 4], "held": [5, 6, 7, 8, 9]}
+    # the held records come again (their second delivery), the accepted ones never
+    assert mine["redelivered"] == [[o, f"v{o}", 2] for o in range(5, 10)] and mine["after"] == []
+    assert mine == theirs
+
+
 def test_poison_record_archived_at_the_delivery_limit(both: Any) -> None:
     mine, theirs = both("poison")
     poison = [d for d in mine["deliveries"] if d[1] == "poison"]
@@ -142,3 +155,41 @@ def test_admin_and_kafka_share_groups_tool(both: Any) -> None:
     for key in ("tool_describe", "tool_members", "tool_state", "tool_offsets_empty"):
         mine[key], theirs[key] = _tool(mine[key]), _tool(theirs[key])
     assert mine == theirs
+
+
+def test_broker_sigkill_during_consumption(share_driver: ShareDriver, tmp_path: Path) -> None:
+    """kaflet only (the reference Kafka is shared by the session and stays up): the broker is
+    SIGKILLed while a KafkaShareConsumer accepts and commits poll by poll, and comes back on the same
+    port and data dir. No record whose commitSync answered without error comes again; none is lost."""
+    port = free_port()
+    args = ("--port", str(port), "--offsets-partitions", "5", "--group-share-min-session-timeout-ms", "6000")
+    progress, restarted = tmp_path / "progress", tmp_path / "restarted"
+    broker = BrokerProcess(tmp_path / "data", *args).start()
+    try:
+        name = uuid.uuid4().hex[:6]
+        future = share_driver.submit(
+            "broker_sigkill",
+            bootstrap=broker.bootstrap,
+            topic=f"t-{name}",
+            group=f"g-{name}",
+            records=600,
+            progress=str(progress),
+            restarted=str(restarted),
+        )
+
+        def done_so_far() -> int:
+            return int(progress.read_text()) if progress.exists() else 0
+
+        wait_until(lambda: done_so_far() >= 200, timeout=90, message=lambda: f"{done_so_far()} records done; {share_driver.log_tail()}")
+        broker.kill()
+        done_at_kill = done_so_far()
+        broker = BrokerProcess(tmp_path / "data", *args).start()
+        restarted.touch()
+        answer = future.result(180)
+        assert answer["ok"], (answer, share_driver.log_tail())
+        result = answer["result"]
+        assert done_at_kill < 600, "the kill came after the last record: nothing was tested"
+        assert result["redelivered_after_done"] == [], "acknowledged records delivered again after the restart"
+        assert result["lost"] == [] and result["seen"] == 600, result
+    finally:
+        broker.close()

@@ -171,6 +171,10 @@ public final class ShareScenarios {
                 return readCommitted(cmd);
             case "admin":
                 return adminScenario(cmd);
+            case "killed_consumer":
+                return killedConsumer(cmd);
+            case "broker_sigkill":
+                return brokerSigkill(cmd);
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -542,6 +546,120 @@ public final class ShareScenarios {
             out.put("read_uncommitted", got);
             c.commitSync();
         }
+        return out;
+    }
+
+    /**
+     * A consumer killed (SIGKILL, its own JVM: ShareHolder) with records acquired, half of them
+     * accepted and committed: the held half comes to another member with its second delivery, the
+     * accepted half never again; `before_the_lock_ran_out` tells whether they came before the 15 s
+     * lock would have run out (as when the broker releases a closed connection's records).
+     */
+    static Object killedConsumer(JsonNode cmd) throws Exception {
+        String bootstrap = cmd.path("bootstrap").asText();
+        long lockMs = 15000;
+        setUp(cmd, 1, Map.of("share.record.lock.duration.ms", Long.toString(lockMs)));
+        produce(bootstrap, cmd.path("topic").asText(), values(10, "v"), 10, Map.of());
+        List<String> command = new ArrayList<>(List.of(java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"));
+        String log4j = System.getProperty("log4j2.configurationFile");
+        if (log4j != null) command.add("-Dlog4j2.configurationFile=" + log4j);
+        command.addAll(List.of("-cp", System.getProperty("java.class.path"), ShareHolder.class.getName(), bootstrap, cmd.path("group").asText(), cmd.path("topic").asText()));
+        Process holder = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.DISCARD).start();
+        Map<String, Object> out = new LinkedHashMap<>();
+        try {
+            BufferedReader lines = new BufferedReader(new InputStreamReader(holder.getInputStream(), StandardCharsets.UTF_8));
+            JsonNode held = null;
+            for (String line = lines.readLine(); line != null && held == null; line = held == null ? lines.readLine() : null) {
+                if (line.startsWith("{")) held = JSON.readTree(line);
+            }
+            if (held == null) throw new IllegalStateException("the holder ended without holding records");
+            out.put("holder", JSON.convertValue(held, Map.class));
+            holder.destroyForcibly();  // SIGKILL: no LeaveGroup, no acknowledgement, no close
+            holder.waitFor();
+            long killedAt = System.currentTimeMillis();
+            try (KafkaShareConsumer<String, String> c = consumer(cmd, Map.of())) {
+                List<ConsumerRecord<String, String>> got = drain(c, held.path("held").size(), null);
+                out.put("before_the_lock_ran_out", System.currentTimeMillis() - killedAt < lockMs);
+                List<List<Object>> redelivered = new ArrayList<>();
+                for (ConsumerRecord<String, String> r : got) redelivered.add(delivery(r));
+                redelivered.sort((a, b) -> Long.compare((Long) a.get(0), (Long) b.get(0)));
+                out.put("redelivered", redelivered);
+                c.commitSync();
+                out.put("after", deliveries(quiet(c, 1500)));
+            }
+        } finally {
+            holder.destroyForcibly();
+            holder.waitFor();
+        }
+        return out;
+    }
+
+    /**
+     * The broker is SIGKILLed and restarted by the caller while this consumer accepts record by
+     * record, committing each poll's acknowledgements (explicit mode, at most 50 records a poll).
+     * It writes how many records are known done (commitSync answered without error) to the file
+     * `progress` after each commit; the caller touches `restarted` once the broker is back. It reads
+     * until it has seen every record and the broker was restarted, then 2 s more: no record known
+     * done may come again, none may be missing.
+     */
+    static Object brokerSigkill(JsonNode cmd) throws Exception {
+        String bootstrap = cmd.path("bootstrap").asText();
+        int total = cmd.path("records").asInt(600);
+        java.nio.file.Path progress = java.nio.file.Path.of(cmd.path("progress").asText());
+        java.nio.file.Path restarted = java.nio.file.Path.of(cmd.path("restarted").asText());
+        setUp(cmd, 1, Map.of("share.partition.max.record.locks", "100", "share.session.timeout.ms", "6000"));
+        produce(bootstrap, cmd.path("topic").asText(), values(total, "v"), 10, Map.of());
+        Set<Long> done = new java.util.HashSet<>();
+        Set<Long> seen = new java.util.HashSet<>();
+        List<Long> redeliveredAfterDone = new ArrayList<>();
+        int failedCommits = 0;
+        int pollErrors = 0;
+        long workMs = cmd.path("work_ms").asLong(50);
+        // at most 50 records a poll and some work on each poll: the caller's kill falls mid-stream
+        Map<String, String> config = Map.of("share.acknowledgement.mode", "explicit", "share.acquire.mode", "record_limit", "max.poll.records", "50");
+        try (KafkaShareConsumer<String, String> c = consumer(cmd, config)) {
+            long deadline = System.currentTimeMillis() + 120_000;
+            long quietUntil = -1;
+            while (quietUntil < 0 || System.currentTimeMillis() < quietUntil) {
+                if (System.currentTimeMillis() > deadline) throw new IllegalStateException(seen.size() + " of " + total + " records seen");
+                if (quietUntil < 0 && seen.size() == total && java.nio.file.Files.exists(restarted)) quietUntil = System.currentTimeMillis() + 2000;
+                ConsumerRecords<String, String> records;
+                try {
+                    records = c.poll(Duration.ofMillis(200));
+                } catch (org.apache.kafka.common.KafkaException e) {
+                    pollErrors++;  // the broker is away: poll on
+                    continue;
+                }
+                List<Long> offsets = new ArrayList<>();
+                for (ConsumerRecord<String, String> r : records) {
+                    if (done.contains(r.offset())) redeliveredAfterDone.add(r.offset());
+                    seen.add(r.offset());
+                    offsets.add(r.offset());
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                if (offsets.isEmpty()) continue;
+                Thread.sleep(workMs);
+                try {
+                    var results = c.commitSync(Duration.ofSeconds(10));
+                    if (!results.isEmpty() && results.values().stream().allMatch(e -> e.isEmpty())) done.addAll(offsets);
+                    else failedCommits++;
+                } catch (org.apache.kafka.common.KafkaException e) {
+                    failedCommits++;  // no answer: nothing of this poll is known done
+                }
+                java.nio.file.Files.writeString(progress.resolveSibling(progress.getFileName() + ".tmp"), Integer.toString(done.size()));
+                java.nio.file.Files.move(
+                        progress.resolveSibling(progress.getFileName() + ".tmp"), progress, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+            }
+        }
+        List<Long> lost = new ArrayList<>();
+        for (long o = 0; o < total; o++) if (!seen.contains(o)) lost.add(o);
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("seen", seen.size());
+        out.put("done", done.size());
+        out.put("lost", lost);
+        out.put("redelivered_after_done", redeliveredAfterDone);
+        out.put("failed_commits", failedCommits);
+        out.put("poll_errors", pollErrors);
         return out;
     }
 
