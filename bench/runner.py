@@ -39,6 +39,7 @@ BENCHMARKS = [
     "security",
     "spark",
     "kafka",
+    "share",
     "streams",
 ]
 

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from broker.embed.thread import BrokerThread
     from broker.metrics.requests import KnownObserver, Observer
     from broker.metrics.service import MetricsService
+    from broker.share.coordinator.service import ShareCoordinator
+    from broker.share.manager import SharePartitionManager
     from broker.txn.coordinator import TransactionCoordinator
 
 log = structlog.get_logger("kaflet.broker")
@@ -95,6 +97,9 @@ class Broker:
         self.clock = Clock()
         self.coordinator: GroupCoordinator | None = None
         self.txn: TransactionCoordinator | None = None
+        # KIP-932: the share coordinator (over __share_group_state) and this node's share partitions.
+        self.share_coordinator: ShareCoordinator | None = None
+        self.share_partitions: SharePartitionManager | None = None
         self.metrics: MetricsService | None = None
         # Called by each connection after a response is written (request metrics, debug log),
         # and after a fast-path answer (no request context: api key, version, start time).
@@ -238,6 +243,44 @@ class Broker:
             faults=faults,
         )
         self.txn.start()
+        if config.share_groups_enabled:
+            self._start_share_groups(services)
+
+    def _start_share_groups(self, services: Any) -> None:
+        """The share coordinator, the runtime's third user (over __share_group_state), and the
+        share partitions that read from it (broker/share/)."""
+        from broker.share.coordinator.service import ShareCoordinator
+
+        assert self.coordinator is not None
+        self.share_coordinator = ShareCoordinator(self.config, services)
+        self.share_coordinator.start()
+        self.coordinator.share_state = self.share_coordinator
+
+        self.share_partitions = self.new_share_partitions()
+
+    def new_share_partitions(self) -> Any:
+        """A SharePartitionManager reading from this broker's logs through the share coordinator
+        (each node of a cluster has its own: its share sessions and the share partitions it leads)."""
+        from broker.share.manager import SharePartitionManager
+        from broker.share.settings import ShareGroupSettingsProvider
+
+        assert self.coordinator is not None and self.share_coordinator is not None
+
+        def leader_epoch(topic: str, partition: int) -> int:
+            return self.cluster.leader_epoch(topic, partition) if self.cluster is not None else 0
+
+        manager = SharePartitionManager(
+            self.logs,
+            self.share_coordinator,
+            ShareGroupSettingsProvider(self.config, self.coordinator.group_configs),
+            self.clock.now_ms,
+            self.config.group_share_max_share_sessions,
+            leader_epoch,
+        )
+        self.coordinator.share_state_changed.append(manager.forget_group)
+        # A deleted topic's share partitions go (Kafka's SharePartitionListener.onDeleted).
+        self.topics.on_deleted.append(lambda topic: manager.remove_topic_partition(topic.topic_id))
+        return manager
 
     async def stop(self) -> None:
         """Stop accepting, finish responses in flight, close connections and files."""
@@ -254,6 +297,10 @@ class Broker:
             conn.stop_reading()
         if self.txn is not None:
             await self.txn.stop()
+        if self.share_partitions is not None:
+            self.share_partitions.wake_all()  # parked ShareFetches answer now
+        if self.share_coordinator is not None:
+            await self.share_coordinator.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()  # parked JoinGroup/SyncGroup get NOT_COORDINATOR (CT-6)
         from broker.apis.fetch import wake_parked_fetches

@@ -61,6 +61,19 @@ class ApiKey(IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
     STREAMS_GROUP_HEARTBEAT = 88
     STREAMS_GROUP_DESCRIBE = 89
+    # KIP-932 share groups
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # Where each API's kafka-python classes live (`<Name>Request` / `<Name>Response`, the name
@@ -72,6 +85,7 @@ _MODULES: dict[int, str] = {
     **dict.fromkeys((3, 10, 18), "kafka.protocol.metadata"),
     **dict.fromkeys((68, 69), "protocol.kip848"),
     **dict.fromkeys((88, 89), "protocol.kip1071"),
+    **dict.fromkeys((76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92), "protocol.kip932"),
     **dict.fromkeys((17, 36), "kafka.protocol.sasl"),
 }
 _NAMES: dict[int, str] = {55: "DescribeQuorum", 74: "ListConfigResources"}  # keys ApiKey does not name

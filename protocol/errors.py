@@ -128,10 +128,16 @@ class ErrorCode(IntEnum):
     TELEMETRY_TOO_LARGE = 118
     INVALID_REGISTRATION = 119
     TRANSACTION_ABORTABLE = 120
+    # KIP-932 share groups
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
     INVALID_REGULAR_EXPRESSION = 128
     STREAMS_INVALID_TOPOLOGY = 130
     STREAMS_INVALID_TOPOLOGY_EPOCH = 131
     STREAMS_TOPOLOGY_FENCED = 132
+    SHARE_SESSION_LIMIT_REACHED = 133
 
     @property
     def message(self) -> str:
@@ -189,4 +195,9 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.STREAMS_INVALID_TOPOLOGY: "The supplied topology is invalid.",
     ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH: "The supplied topology epoch is invalid.",
     ErrorCode.STREAMS_TOPOLOGY_FENCED: "The supplied topology epoch is outdated.",
+    ErrorCode.INVALID_RECORD_STATE: "The record state is invalid. The acknowledgement of delivery could not be completed.",
+    ErrorCode.SHARE_SESSION_NOT_FOUND: "The share session was not found.",
+    ErrorCode.INVALID_SHARE_SESSION_EPOCH: "The share session epoch is invalid.",
+    ErrorCode.FENCED_STATE_EPOCH: "The coordinator rejected the request because the state epoch did not match.",
+    ErrorCode.SHARE_SESSION_LIMIT_REACHED: "The limit of share sessions has been reached.",
 }

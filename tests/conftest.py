@@ -105,11 +105,12 @@ def broker_proc(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
 def kafka_reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Apache Kafka 4.4 in KRaft combined mode on free loopback ports, one per test session
     (tests/support/kafka_reference.py), with kaflet's group settings (initial delay 0, 250 ms
-    consumer heartbeats). A test that needs it and cannot have it fails with the reason."""
+    consumer and share heartbeats) and the short share-group bounds tests use. A test that needs
+    it and cannot have it fails with the reason."""
     from tests.support.jvm import JvmUnavailable
-    from tests.support.kafka_reference import KafkaReference
+    from tests.support.kafka_reference import SHARE_TEST_BOUNDS, KafkaReference
 
-    kafka = KafkaReference(tmp_path_factory.mktemp("kafka-reference"))
+    kafka = KafkaReference(tmp_path_factory.mktemp("kafka-reference"), properties=SHARE_TEST_BOUNDS)
     try:
         kafka.start()
     except JvmUnavailable as exc:

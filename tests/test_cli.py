@@ -36,7 +36,14 @@ OTHER_TOOLS_FLAGS |= {"--network", "--now"}  # docker build --network host; syst
 OTHER_TOOLS_FLAGS |= {"--add-scram", "--describe", "--application-id", "--input-topics", "--force", "--durations"}
 OTHER_TOOLS_FLAGS |= {"--share-state-partitions"}
 # kafka-configs.sh --alter --entity-type groups --entity-name g --add-config k=v; kafka-streams-groups --members --topology
-OTHER_TOOLS_FLAGS |= {"--add-config", "--alter", "--entity-name", "--entity-type", "--members", "--topology"}  # docs/architecture.md's sketch of a coordinator yet to come
+OTHER_TOOLS_FLAGS |= {
+    "--add-config",
+    "--alter",
+    "--entity-name",
+    "--entity-type",
+    "--members",
+    "--topology",
+}  # docs/architecture.md's sketch of a coordinator yet to come
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -256,6 +263,8 @@ def test_kafka_defaults_leaves_what_was_set_explicitly(tmp_path: Path) -> None:
     explicit += ["--group-consumer-min-heartbeat-interval-ms", "250", "--log-page-cache-bytes", str(64 * 1024 * 1024)]
     explicit += ["--group-streams-heartbeat-interval-ms", "250", "--group-streams-min-heartbeat-interval-ms", "250"]
     explicit += ["--group-streams-initial-rebalance-delay-ms", "0", "--group-streams-assignment-interval-ms", "0"]
+    explicit += ["--group-share-heartbeat-interval-ms", "250", "--group-share-min-heartbeat-interval-ms", "250"]
+    explicit += ["--group-share-assignment-interval-ms", "0"]
     bp = BrokerProcess(tmp_path / "d", *explicit, env={"KAFLET_KAFKA_DEFAULTS": "true"}).start()
     try:
         assert bp.wait_for(lambda r: r.get("event") == "broker ready")["kafka_defaults"] == {}

@@ -1,4 +1,5 @@
-"""`kaflet groups list|describe|delete|lag|reset-offsets|rebalance` (kafka-consumer-groups.sh's semantics).
+"""`kaflet groups list|describe|delete|lag|reset-offsets|rebalance` (kafka-consumer-groups.sh's semantics;
+share groups as kafka-share-groups.sh, broker/admin_cli/share_groups.py).
 
 Streams groups (KIP-1071) are described with their tasks (broker/admin_cli/streams_groups.py).
 
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.admin_cli import FAILED, GROUP_ACTIVE, OK
+from broker.admin_cli import share_groups as share
 from broker.admin_cli.output import CommandError, Result, table
 
 INACTIVE_STATES = ("Empty", "Dead")
@@ -349,16 +351,20 @@ def _describe_consumer_group(d: Any, admin: Any) -> tuple[dict[str, Any], str]:
 def describe_groups(args: argparse.Namespace, admin: Any) -> Result:
     from broker.admin_cli import streams_groups
 
-    consumer_groups = _consumer_describe(admin, args.groups)
-    streams = streams_groups.streams_describe(admin, [g for g in args.groups if g not in consumer_groups])
-    classic_ids = [g for g in args.groups if g not in consumer_groups and g not in streams]
+    share_groups = share.describe_all(admin, args.groups)
+    consumer_groups = _consumer_describe(admin, [g for g in args.groups if g not in share_groups])
+    streams = streams_groups.streams_describe(admin, [g for g in args.groups if g not in consumer_groups and g not in share_groups])
+    classic_ids = [g for g in args.groups if g not in consumer_groups and g not in streams and g not in share_groups]
     described = dict(admin.describe_groups(classic_ids)) if classic_ids else {}
     out = []
     errors = []
     blocks = []
     for group_id in args.groups:
-        if group_id in streams:
-            summary, block = streams_groups.describe_streams_group(streams[group_id], admin)
+        if group_id in share_groups or group_id in streams:
+            if group_id in share_groups:
+                summary, block = share.describe(share_groups[group_id], admin)
+            else:
+                summary, block = streams_groups.describe_streams_group(streams[group_id], admin)
             out.append(summary)
             blocks.append(block)
             continue
@@ -440,12 +446,15 @@ def _error_label(status: Any) -> str:
 def lag(args: argparse.Namespace, admin: Any) -> Result:
     from kafka.admin import OffsetSpec
 
-    described = _describe(admin, args.groups)
+    share_groups = share.describe_all(admin, args.groups)
+    others = [g for g in args.groups if g not in share_groups]
+    shared, share_text = share.lag(admin, [g for g in args.groups if g in share_groups], share_groups)
+    described = _describe(admin, others)
     out = []
     rows = []
     errors = []
     notes: list[str] = []
-    for group_id in args.groups:
+    for group_id in others:
         d = described[group_id]
         committed = _committed(admin, group_id)
         owners: dict[Any, dict[str, Any]] = {}
@@ -489,8 +498,9 @@ def lag(args: argparse.Namespace, admin: Any) -> Result:
             notes.append(entry_out["note"])
         out.append(entry_out)
     headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
-    text = "\n".join(filter(None, [table(headers, rows), *notes]))
-    return Result({"groups": out}, text, FAILED if errors else OK, errors)
+    by_group = {g["group"]: g for g in out + shared}
+    texts = (["\n".join(filter(None, [table(headers, rows), *notes]))] if others else []) + ([share_text] if shared else [])
+    return Result({"groups": [by_group[g] for g in args.groups]}, "\n\n".join(texts), FAILED if errors else OK, errors)
 
 
 # -- reset-offsets --------------------------------------------------------------------------
@@ -545,6 +555,9 @@ def reset_offsets(args: argparse.Namespace, admin: Any) -> Result:
         raise CommandError("--execute and --dry-run are mutually exclusive", 2)
     timestamp = parse_datetime(args.to_datetime) if args.to_datetime is not None else None
     group = args.group
+    share_group = share.describe_all(admin, [group]).get(group)
+    if share_group is not None:
+        return share.reset_offsets(args, admin, share_group, _partitions_to_reset(admin, args.topic), timestamp)
     state = _describe(admin, [group])[group]["group_state"]
     if state not in INACTIVE_STATES:
         raise CommandError(

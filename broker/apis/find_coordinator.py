@@ -38,11 +38,24 @@ def _error(request: Any, code: ErrorCode) -> Any:
     )
 
 
-def _lookup(ctx: RequestContext, key_type: int) -> ErrorCode:
+def _service(broker: Any, key_type: int) -> Any:
+    name = {GROUP: "coordinator", TRANSACTION: "txn", SHARE: "share_coordinator"}[key_type]
+    return getattr(broker, name, None)
+
+
+def _lookup(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
     if key_type == SHARE:
-        return ErrorCode.INVALID_REQUEST  # no share coordinator (and SHARE needs v6: CO-8)
-    coordinator = getattr(ctx.broker, "coordinator", None) if key_type == GROUP else getattr(ctx.broker, "txn", None)
-    if key_type in (GROUP, TRANSACTION):
+        # SHARE needs v6 (CO-8), then a key of the form group:topicId:partition (KIP-932)
+        if ctx.api_version < 6:
+            return ErrorCode.INVALID_REQUEST
+        from broker.share.coordinator.service import parse_coordinator_key
+
+        try:
+            parse_coordinator_key(key)
+        except ValueError:
+            return ErrorCode.INVALID_REQUEST
+    coordinator = _service(ctx.broker, key_type)
+    if key_type in (GROUP, TRANSACTION, SHARE):
         if coordinator is None or not coordinator.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # CO-12
         if coordinator.topic_missing:
@@ -58,7 +71,15 @@ def _node_of(broker: Any, key_type: int, key: str, listener: str | None = None) 
     cluster = broker.cluster
     if cluster is None:
         return broker.config.node_id, *advertised_for(broker, listener)
-    coordinator = broker.coordinator if key_type == GROUP else broker.txn
+    if key_type == SHARE:
+        from broker.share.coordinator.service import parse_coordinator_key
+
+        leader = cluster.share_coordinator_of(*parse_coordinator_key(key))[1]
+        if not cluster.alive(leader):
+            return None
+        node = cluster.node(leader)
+        return node.config.node_id, *advertised_for(node, listener)
+    coordinator = _service(broker, key_type)
     topic = "__consumer_offsets" if key_type == GROUP else coordinator.topic_name
     leader = cluster.leader(topic, coordinator.partition_for(key))
     if not cluster.alive(leader):
@@ -68,7 +89,8 @@ def _node_of(broker: Any, key_type: int, key: str, listener: str | None = None) 
 
 
 def _authorized(ctx: RequestContext, key_type: int, key: str) -> ErrorCode:
-    """KafkaApis.getCoordinator's first checks: DESCRIBE on the group or the transactional id."""
+    """KafkaApis.getCoordinator's first checks: DESCRIBE on the group or the transactional id
+    (a share key's CLUSTER_ACTION is checked for the whole request)."""
     if key_type == GROUP and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, key):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
     if key_type == TRANSACTION and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TRANSACTIONAL_ID, key):
@@ -83,6 +105,8 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     if key_type not in (GROUP, TRANSACTION, SHARE):
         return _error(request, ErrorCode.INVALID_REQUEST)  # CO-8: the whole request
     broker = ctx.broker
+    if key_type == SHARE and version >= 6 and not authz.cluster_allowed(ctx, authz.Op.CLUSTER_ACTION):
+        return _error(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)  # authorizeClusterOperation throws
     host, port, node = broker.advertised_host, broker.advertised_port, broker.config.node_id
     if version >= 4:
         # A key's own result carries no message: Kafka leaves ErrorMessage at its generated
@@ -91,7 +115,7 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
         for key in request.coordinator_keys:
             error = _authorized(ctx, key_type, key)
             if error is ErrorCode.NONE:
-                error = _lookup(ctx, key_type)
+                error = _lookup(ctx, key_type, key)
             found = _node_of(broker, key_type, key, listener_name(ctx)) if error is ErrorCode.NONE else None
             if found is not None:
                 node, host, port = found
@@ -102,7 +126,7 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
         return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
     error = _authorized(ctx, key_type, request.key)
     if error is ErrorCode.NONE:
-        error = _lookup(ctx, key_type)
+        error = _lookup(ctx, key_type, request.key)
     found = _node_of(broker, key_type, request.key, listener_name(ctx)) if error is ErrorCode.NONE else None
     if found is None:
         return _error(request, error or ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -89,7 +89,11 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
         if version >= 6 and d.state == "Dead":
             # v6 (KIP-1043): a group that is not a classic one is an error, with Kafka's message;
             # before v6 it is described as Dead without one.
-            kind = "is not a classic group" if group_id in shard.consumer_groups or group_id in shard.streams_groups else "not found"
+            kind = (
+                "is not a classic group"
+                if group_id in shard.consumer_groups or group_id in shard.streams_groups or group_id in shard.share_groups
+                else "not found"
+            )
             described.append(
                 _Described(
                     error_code=ErrorCode.GROUP_ID_NOT_FOUND,
@@ -171,6 +175,11 @@ def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
                 if states and StreamsGroupState.lower(state) not in states:
                     continue
                 listed.append(_Listed(group_id=sgroup.group_id, protocol_type="streams", group_state=state, group_type="streams"))
+        if not types or "share" in types:
+            for sgroup in shard.share_groups.values():  # KIP-932 share groups
+                if states and sgroup.state.lower() not in states:
+                    continue
+                listed.append(_Listed(group_id=sgroup.group_id, protocol_type="share", group_state=sgroup.state, group_type="share"))
     if ctx.broker.authorizer is not None and not authz.cluster_allowed(ctx, authz.Op.DESCRIBE, log_denied=False):
         # Without DESCRIBE on the cluster, only the groups the principal may describe.
         listed = [g for g in listed if authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, g.group_id, log_denied=False)]

@@ -390,7 +390,7 @@ class Chaos:
         raise ChaosError(f"unknown operation {op!r} (operations: {', '.join(OPERATIONS)})")
 
 
-CLUSTER_OPERATIONS = ("move_leader", "move_coordinator")
+CLUSTER_OPERATIONS = ("move_leader", "move_coordinator", "move_share_coordinator")
 OPERATIONS = (
     "state",
     "connections",

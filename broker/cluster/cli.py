@@ -85,6 +85,13 @@ def _operations(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> 
     coord.add_argument("--partition", type=int, help="or: this partition of __consumer_offsets")
     coord.add_argument("--group", dest="group_option", help=argparse.SUPPRESS)  # the spelling of earlier versions
     coord.add_argument("--to", type=int, metavar="NODE", help="node id (default: the next node)")
+    share = sub.add_parser(
+        "move-share-coordinator",
+        help="move a __share_group_state partition (cluster only): its share partitions' share coordinator changes",
+    )
+    share.add_argument("--key", metavar="GROUP:TOPIC_ID:PARTITION", help="a share partition (the topic id in Kafka's base64 form)")
+    share.add_argument("--partition", type=int, help="or: this partition of __share_group_state")
+    share.add_argument("--to", type=int, metavar="NODE", help="node id (default: the next node)")
     for name in sub.choices:
         common(sub.choices[name])
 
@@ -100,6 +107,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+CLUSTER_MOVES = ("move_leader", "move_coordinator", "move_share_coordinator")
+
+
 def _stack_entry(text: str) -> Any:
     code, sep, delay = text.partition(":")
     if not sep:
@@ -112,15 +122,15 @@ def _stack_entry(text: str) -> Any:
 
 def request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     op, params = _request_of(args)
-    if args.node is not None and op not in ("move_leader", "move_coordinator"):
+    if args.node is not None and op not in CLUSTER_MOVES:
         params["node"] = args.node
     return op, params
 
 
 def _request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     op = args.action.replace("-", "_")
-    if op in ("move_leader", "move_coordinator"):
-        params = {k: v for k in ("topic", "partition", "group") if (v := getattr(args, k, None)) is not None}
+    if op in CLUSTER_MOVES:
+        params = {k: v for k in ("topic", "partition", "group", "key") if (v := getattr(args, k, None)) is not None}
         if args.to is not None:
             params["node"] = args.to
         return op, params
@@ -150,7 +160,10 @@ def _request_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 
 def _check(args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
-    """move-coordinator: GROUP or --partition (and `--group G` of earlier versions, with a note)."""
+    """move-coordinator: GROUP or --partition (and `--group G` of earlier versions, with a note);
+    move-share-coordinator: --key or --partition."""
+    if args.action == "move-share-coordinator" and (args.key is None) == (args.partition is None):
+        p.error("move-share-coordinator: give --key GROUP:TOPIC_ID:PARTITION or --partition P (one of them)")
     if args.action != "move-coordinator":
         return
     if args.group_option is not None:

@@ -25,7 +25,13 @@ Where Kafka is silent or kaflet decides (docs/decisions.md):
 - the transaction coordinator of a transactional id is the leader of its `__transaction_state`
   partition; InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn sent elsewhere get
   NOT_COORDINATOR; its state stays loaded when that leader changes;
-- request metrics count every node's requests together (one metrics listener, the state broker's).
+- request metrics count every node's requests together (one metrics listener, the state broker's);
+- share groups (KIP-932): each node has its own share sessions and the share partitions of the
+  partitions it leads (a leader change drops them, the new leader loads them from the share
+  coordinator); the share coordinator of a share partition is the leader of its
+  `__share_group_state` partition (FindCoordinator, the share-state APIs), which moves with that
+  leadership (`move_share_coordinator`, a node taken down) as the group coordinator does; the
+  share partitions reach it in process, wherever it is.
 """
 
 from __future__ import annotations
@@ -116,7 +122,7 @@ class TxnView:
 class ClusterNode(Broker):
     """One broker of a Cluster: its own listener, connections, faults and chaos; the rest is the cluster's."""
 
-    _SHARED = ("datadir", "clock", "metrics", "security", "authorizer")
+    _SHARED = ("datadir", "clock", "metrics", "security", "authorizer", "share_coordinator")
 
     def __init__(self, cluster: Cluster, config: Config) -> None:
         super().__init__(config)
@@ -137,6 +143,8 @@ class ClusterNode(Broker):
         self.started_at = time.time()
         state = self.cluster.state
         self.observe_response, self.observe_known = state.observe_response, state.observe_known
+        if state.share_partitions is not None:
+            self.share_partitions = state.new_share_partitions()  # this node's share sessions and partitions
         await self._bind()
         for server in self._servers:
             await server.start_serving()
@@ -155,6 +163,8 @@ class ClusterNode(Broker):
         from broker.apis.fetch import wake_parked_fetches
 
         wake_parked_fetches(self)
+        if self.__dict__.get("share_partitions") is not None:
+            self.share_partitions.wake_all()  # parked ShareFetches answer now
         in_flight = [c.in_flight for c in self.connections if c.in_flight is not None]
         if in_flight:
             await asyncio.wait(in_flight, timeout=5)
@@ -322,6 +332,9 @@ class Cluster:
                 raise KeyError(f"broker {new} is down: it cannot lead")
         if found.name == OFFSETS_TOPIC and self.state.coordinator is not None:
             self.state.coordinator.flush_appends()  # under the old leader epoch
+        share = self.state.share_coordinator
+        if share is not None and found.name == share.topic_name:
+            share.runtime.flush_appends()
         replicas_before = list(state.replicas)
         change = self.replicas.move(found, partition, new)
         if state.replicas != replicas_before:
@@ -366,6 +379,25 @@ class Cluster:
         await self.settled()
         return moved
 
+    async def move_share_coordinator(self, partition: int, node_id: int | None = None) -> dict[str, Any]:
+        """Move a `__share_group_state` partition: the share coordinator of its share partitions
+        changes; its shard unloads and a new one loads from the log."""
+        share = self.state.share_coordinator
+        if share is None:
+            raise KeyError("share groups are not enabled (--group-coordinator-rebalance-protocols)")
+        if not 0 <= partition < len(share.shards):
+            raise KeyError(f"no partition {share.topic_name}-{partition}")
+        moved = self.move_leader(share.topic_name, partition, node_id)
+        await self.settled()
+        return moved
+
+    def share_coordinator_of(self, group: str, topic_id: Any, partition: int) -> tuple[int, int]:
+        """(partition of `__share_group_state`, node id) of a share partition's share coordinator."""
+        share = self.state.share_coordinator
+        assert share is not None
+        state_partition = share.partition_of(group, topic_id, partition)
+        return state_partition, self.leader(share.topic_name, state_partition)
+
     def node_down(self, node_id: int) -> list[LeaderChange]:
         """A node was taken down: Kafka's controller fences it (handleBrokerFenced). It leaves
         every ISR; the partitions it led elect another leader, or go offline."""
@@ -373,6 +405,8 @@ class Cluster:
             return []
         if self.state.coordinator is not None and self.state.coordinator.active:
             self.state.coordinator.flush_appends()  # under the old leader epochs
+        if self.state.share_coordinator is not None:
+            self.state.share_coordinator.runtime.flush_appends()
         topics = self.state.topics.topics.values()
         for _ in self.replicas.all(topics):  # every partition's state as it was while the node was up
             pass
@@ -440,7 +474,10 @@ class Cluster:
         for node in self.nodes:
             node.__dict__.pop("_metadata_cache", None)
         coordinator = self.state.coordinator
+        share = self.state.share_coordinator
         for change in changes:
+            if change.leader != change.old_leader:
+                self._drop_share_partitions(change)
             log.info(
                 "leader changed",
                 topic=change.topic,
@@ -452,6 +489,10 @@ class Cluster:
             )
             if change.topic == OFFSETS_TOPIC and coordinator is not None and coordinator.active:
                 task = asyncio.get_running_loop().create_task(self._move_shard(change))
+                self._moves.add(task)
+                task.add_done_callback(self._moves.discard)
+            elif share is not None and change.topic == share.topic_name and change.leader != change.old_leader:
+                task = asyncio.get_running_loop().create_task(self._move_share_shard(change))
                 self._moves.add(task)
                 task.add_done_callback(self._moves.discard)
         if fields or changes:
@@ -468,6 +509,24 @@ class Cluster:
             new=change.leader,
             groups=len(shard.groups) + len(shard.consumer_groups),
         )
+
+    def _drop_share_partitions(self, change: LeaderChange) -> None:
+        """A partition's leader changed: every node's share partition of it goes (Kafka's
+        SharePartitionListener.onBecomingFollower); the new leader loads it from the share
+        coordinator at its next ShareFetch."""
+        topic = self.state.topics.get(change.topic)
+        if topic is None:
+            return
+        for node in self.nodes:
+            manager = node.__dict__.get("share_partitions")
+            if manager is not None:
+                manager.remove_topic_partition(topic.topic_id, change.partition)
+
+    async def _move_share_shard(self, change: LeaderChange) -> None:
+        share = self.state.share_coordinator
+        assert share is not None
+        shard = await share.runtime.move(change.partition)
+        log.info("share coordinator moved", partition=change.partition, old=change.old_leader, new=change.leader, states=len(shard.states))
 
     async def settled(self) -> None:
         """Wait until every coordinator shard moved by a change has loaded."""
@@ -513,6 +572,19 @@ class Cluster:
                 if group is not None:
                     partition = self.coordinator_of(str(group))[0]
                 result = await self.move_coordinator(partition or 0, node)
+            elif op == "move_share_coordinator":
+                key = params.pop("key", None)
+                partition = int_param("partition", key is None)
+                node = int_param("node", False)
+                self._no_more(op, params)
+                if key is not None:
+                    from broker.share.coordinator.service import parse_coordinator_key
+
+                    try:
+                        partition = self.share_coordinator_of(*parse_coordinator_key(str(key)))[0]
+                    except ValueError as exc:
+                        raise ChaosError(f"key: {exc}") from None
+                result = await self.move_share_coordinator(partition or 0, node)
             elif op == "state" and "node" not in params:
                 self._no_more(op, params)
                 states = list(self.replicas.states.items())

@@ -48,6 +48,10 @@ class ChaosHandle:
         """Move the `__consumer_offsets` partition of `group` (or `partition`): its coordinator changes."""
         return self.apply("move_coordinator", _params(group=group, partition=partition, node=node))  # type: ignore[no-any-return]
 
+    def move_share_coordinator(self, *, key: str | None = None, partition: int | None = None, node: int | None = None) -> dict[str, Any]:
+        """Move the `__share_group_state` partition of a share partition (key "group:topicId:partition") or by number."""
+        return self.apply("move_share_coordinator", _params(key=key, partition=partition, node=node))  # type: ignore[no-any-return]
+
     def rule(
         self,
         api: Any = None,

@@ -38,6 +38,13 @@ KAFKA_DEFAULTS: dict[str, Any] = {
     "group_streams_min_heartbeat_interval_ms": 5000,
     "group_streams_initial_rebalance_delay_ms": 3000,
     "group_streams_assignment_interval_ms": 1000,
+    # Share groups likewise (KIP-932): a new member's partitions come with its second heartbeat
+    # (after the share coordinator has initialized their state), 5 s after the first at Kafka's default.
+    "group_share_heartbeat_interval_ms": 5000,
+    "group_share_min_heartbeat_interval_ms": 5000,
+    # Kafka recomputes a share group's target assignment at most once a second; kaflet at every
+    # change, so a second consumer gets its partitions at its next heartbeat.
+    "group_share_assignment_interval_ms": 1000,
     # Kafka leaves every page it writes in the page cache until the OS needs the memory; kaflet
     # hands back what lies more than 64 MiB behind each partition's head once it is written
     # (a development broker need not hold GBs of produce in memory, and on VMs that return free
@@ -151,8 +158,8 @@ class Config:
     group_consumer_max_size: int = _opt(2_147_483_647, "group.consumer.max.size")
     group_consumer_assignors: str = _opt("uniform,range", "group.consumer.assignors: server-side assignors by name, the first the default")
     group_coordinator_rebalance_protocols: str = _opt(
-        "classic,consumer,streams",
-        "group.coordinator.rebalance.protocols: without `consumer` (`streams`), KIP-848's (KIP-1071's) APIs are neither advertised nor served",
+        "classic,consumer,streams,share",
+        "group.coordinator.rebalance.protocols: without `consumer` (`streams`, `share`), KIP-848's (KIP-1071's, KIP-932's) APIs are neither advertised nor served",
     )
     group_consumer_migration_policy: str = _opt(
         "bidirectional", "group.consumer.migration.policy", None, ("bidirectional", "upgrade", "downgrade", "disabled")
@@ -183,6 +190,41 @@ class Config:
     lag_aware_uncommitted: str = _opt(
         "earliest", "lag.aware.uncommitted default: earliest (log end - log start) or latest (0)", None, ("earliest", "latest")
     )
+    # KIP-932 share groups (names follow Kafka's group.share.* and share.coordinator.* broker configs).
+    group_share_session_timeout_ms: int = _opt(45_000, "group.share.session.timeout.ms")
+    group_share_min_session_timeout_ms: int = _opt(45_000, "group.share.min.session.timeout.ms")
+    group_share_max_session_timeout_ms: int = _opt(60_000, "group.share.max.session.timeout.ms")
+    group_share_heartbeat_interval_ms: int = _opt(250, "group.share.heartbeat.interval.ms (Kafka: 5000)")
+    group_share_min_heartbeat_interval_ms: int = _opt(250, "group.share.min.heartbeat.interval.ms (Kafka: 5000)")
+    group_share_max_heartbeat_interval_ms: int = _opt(15_000, "group.share.max.heartbeat.interval.ms")
+    group_share_max_size: int = _opt(200, "group.share.max.size")
+    group_share_assignment_interval_ms: int = _opt(
+        0, "group.share.assignment.interval.ms: least time between two target assignments of a share group (Kafka: 1000)"
+    )
+    group_share_min_assignment_interval_ms: int = _opt(0, "group.share.min.assignment.interval.ms")
+    group_share_max_assignment_interval_ms: int = _opt(15_000, "group.share.max.assignment.interval.ms")
+    group_share_record_lock_duration_ms: int = _opt(30_000, "group.share.record.lock.duration.ms")
+    group_share_min_record_lock_duration_ms: int = _opt(15_000, "group.share.min.record.lock.duration.ms")
+    group_share_max_record_lock_duration_ms: int = _opt(60_000, "group.share.max.record.lock.duration.ms")
+    group_share_delivery_count_limit: int = _opt(5, "group.share.delivery.count.limit")
+    group_share_min_delivery_count_limit: int = _opt(2, "group.share.min.delivery.count.limit")
+    group_share_max_delivery_count_limit: int = _opt(10, "group.share.max.delivery.count.limit")
+    group_share_partition_max_record_locks: int = _opt(
+        2000, "group.share.partition.max.record.locks: the in-flight record limit per share partition"
+    )
+    group_share_min_partition_max_record_locks: int = _opt(100, "group.share.min.partition.max.record.locks")
+    group_share_max_partition_max_record_locks: int = _opt(4000, "group.share.max.partition.max.record.locks")
+    group_share_max_share_sessions: int = _opt(2000, "group.share.max.share.sessions: share sessions per broker")
+    group_share_initialize_retry_interval_ms: int = _opt(
+        30_000, "group.share.initialize.retry.interval.ms: a share state initialization that has not finished is retried after this"
+    )
+    share_coordinator_state_topic_num_partitions: int = _opt(
+        50, "partitions of __share_group_state (share.coordinator.state.topic.num.partitions; fixed per data dir)"
+    )
+    share_coordinator_state_topic_segment_bytes: int = _opt(100 * MIB, "share.coordinator.state.topic.segment.bytes")
+    share_coordinator_snapshot_update_records_per_snapshot: int = _opt(500, "share.coordinator.snapshot.update.records.per.snapshot")
+    share_coordinator_state_topic_prune_interval_ms: int = _opt(300_000, "share.coordinator.state.topic.prune.interval.ms")
+    share_coordinator_cold_partition_snapshot_interval_ms: int = _opt(300_000, "share.coordinator.cold.partition.snapshot.interval.ms")
     # Observability.
     metrics_host: str = _opt("127.0.0.1", "Prometheus endpoint address")
     metrics_port: int | None = _opt(
@@ -419,6 +461,11 @@ class Config:
         return "streams" in {p.strip().lower() for p in self.group_coordinator_rebalance_protocols.split(",")}
 
     @property
+    def share_groups_enabled(self) -> bool:
+        """KIP-932 share groups are served (`share` in --group-coordinator-rebalance-protocols)."""
+        return "share" in {p.strip().lower() for p in self.group_coordinator_rebalance_protocols.split(",")}
+
+    @property
     def consumer_protocol_enabled(self) -> bool:
         """KH-1: KIP-848 consumer groups are served (`consumer` in --group-coordinator-rebalance-protocols)."""
         return "consumer" in {p.strip().lower() for p in self.group_coordinator_rebalance_protocols.split(",")}
@@ -434,8 +481,10 @@ class Config:
                 f"{names('group_consumer_heartbeat_interval_ms')} must be less than {names('group_consumer_session_timeout_ms')}"
             )
         protocols = {p.strip().lower() for p in self.group_coordinator_rebalance_protocols.split(",") if p.strip()}
-        if not protocols <= {"classic", "consumer", "streams"} or "classic" not in protocols:
-            raise ConfigError(f"{names('group_coordinator_rebalance_protocols')} must list classic, and may list consumer and streams")
+        if not protocols <= {"classic", "consumer", "streams", "share"} or "classic" not in protocols:
+            raise ConfigError(
+                f"{names('group_coordinator_rebalance_protocols')} must list classic, and may list consumer, streams and share"
+            )
         if self.group_consumer_max_size < 1:
             raise ConfigError(f"{names('group_consumer_max_size')} must be at least 1")
         listed = [n.strip() for n in self.group_consumer_assignors.split(",") if n.strip()]
@@ -449,6 +498,7 @@ class Config:
             )
         self.group_consumer_assignors = ",".join(listed)
         self._validate_streams_groups()
+        self._validate_share_groups()
 
     def _validate_streams_groups(self) -> None:
         """Kafka's start-up checks of the group.streams.* configs (ConfigDef ranges, then GroupCoordinatorConfig's requires)."""
@@ -502,6 +552,68 @@ class Config:
         if not listed or any(n != "sticky" for n in listed) or len(set(listed)) != len(listed):
             raise ConfigError(f"{names('group_streams_assignors')} must list task assignors among sticky")
         self.group_streams_assignors = ",".join(listed)
+
+    def _validate_share_groups(self) -> None:
+        """Kafka's start-up checks of the group.share.* and share.coordinator.* configs
+        (GroupCoordinatorConfig.verifyShareGroupConfigs, ShareGroupConfig.validate), in their words."""
+
+        def require(ok: bool, message: str) -> None:
+            if not ok:
+                raise ConfigError(message)
+
+        for name, low, high in (
+            ("group_share_delivery_count_limit", 2, 10),
+            ("group_share_max_delivery_count_limit", 5, 25),
+            ("group_share_min_delivery_count_limit", 2, 5),
+            ("group_share_record_lock_duration_ms", 1000, 3_600_000),
+            ("group_share_min_record_lock_duration_ms", 1000, 30_000),
+            ("group_share_max_record_lock_duration_ms", 30_000, 3_600_000),
+            ("group_share_partition_max_record_locks", 100, 10_000),
+            ("group_share_max_partition_max_record_locks", 2000, 10_000),
+            ("group_share_min_partition_max_record_locks", 100, 2000),
+        ):
+            require(low <= getattr(self, name) <= high, f"{names(name)} must be between {low} and {high}")
+        for name in (
+            "group_share_session_timeout_ms",
+            "group_share_heartbeat_interval_ms",
+            "group_share_max_size",
+            "group_share_max_share_sessions",
+            "share_coordinator_state_topic_num_partitions",
+            "share_coordinator_snapshot_update_records_per_snapshot",
+            "share_coordinator_state_topic_prune_interval_ms",
+            "share_coordinator_cold_partition_snapshot_interval_ms",
+        ):
+            require(getattr(self, name) >= 1, f"{names(name)} must be at least 1")
+        for name in (
+            "group_share_assignment_interval_ms",
+            "group_share_min_assignment_interval_ms",
+            "group_share_max_assignment_interval_ms",
+        ):
+            require(getattr(self, name) >= 0, f"{names(name)} must be at least 0")
+        k = {f.name: "group." + f.name[len("group_") :].replace("_", ".") for f in fields(self) if f.name.startswith("group_share_")}
+        pairs = (
+            ("group_share_max_heartbeat_interval_ms", ">=", "group_share_min_heartbeat_interval_ms"),
+            ("group_share_heartbeat_interval_ms", ">=", "group_share_min_heartbeat_interval_ms"),
+            ("group_share_heartbeat_interval_ms", "<=", "group_share_max_heartbeat_interval_ms"),
+            ("group_share_max_assignment_interval_ms", ">=", "group_share_min_assignment_interval_ms"),
+            ("group_share_assignment_interval_ms", ">=", "group_share_min_assignment_interval_ms"),
+            ("group_share_assignment_interval_ms", "<=", "group_share_max_assignment_interval_ms"),
+            ("group_share_max_session_timeout_ms", ">=", "group_share_min_session_timeout_ms"),
+            ("group_share_session_timeout_ms", ">=", "group_share_min_session_timeout_ms"),
+            ("group_share_session_timeout_ms", "<=", "group_share_max_session_timeout_ms"),
+            ("group_share_heartbeat_interval_ms", "<", "group_share_session_timeout_ms"),
+            ("group_share_max_delivery_count_limit", ">=", "group_share_delivery_count_limit"),
+            ("group_share_delivery_count_limit", ">=", "group_share_min_delivery_count_limit"),
+            ("group_share_max_partition_max_record_locks", ">=", "group_share_partition_max_record_locks"),
+            ("group_share_partition_max_record_locks", ">=", "group_share_min_partition_max_record_locks"),
+            ("group_share_record_lock_duration_ms", ">=", "group_share_min_record_lock_duration_ms"),
+            ("group_share_max_record_lock_duration_ms", ">=", "group_share_record_lock_duration_ms"),
+        )
+        words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+        for a, op, b in pairs:
+            va, vb = getattr(self, a), getattr(self, b)
+            ok = va >= vb if op == ">=" else va <= vb if op == "<=" else va < vb
+            require(ok, f"{k[a]} must be {words[op]} {k[b]} ({names(a)} is {va}, {names(b)} is {vb})")
 
 
 def convert(name: str, raw: str, source: str) -> Any:

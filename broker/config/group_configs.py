@@ -45,7 +45,7 @@ class GroupConfigDef:
     broker_config: str  # Kafka's name of that broker config (the DescribeConfigs synonym)
     doc: str
     check: Check | None = None
-    internal: bool = False  # accepted by IncrementalAlterConfigs, not listed by DescribeConfigs (Kafka's defineInternal)
+    internal: bool = False  # Kafka's defineInternal: DescribeConfigs lists it only where a group sets it
 
 
 def _between(low_field: str, low_name: str, high_field: str, high_name: str) -> Check:
@@ -261,8 +261,159 @@ GROUP_CONFIG_DEFS += [
 GROUP_ACTIONS: dict[str, str] = {"kaflet.rebalance": "request_rebalance"}
 
 
+# KIP-932 share groups: Kafka 4.4's share.* group configs, their broker defaults and bounds.
+
+
+def _at_least(low: int) -> Check:
+    """ConfigDef's Range.atLeast, checked as the value parses."""
+
+    def check(name: str, value: Any, _values: Mapping[str, Any], _config: Config) -> None:
+        if value < low:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
+
+    return check
+
+
+# GroupConfig.validateIntRange for the share configs, after every value has parsed, in Kafka's order.
+_SHARE_RANGES = (
+    ("share.heartbeat.interval.ms", "group_share_min_heartbeat_interval_ms", "group_share_max_heartbeat_interval_ms"),
+    ("share.session.timeout.ms", "group_share_min_session_timeout_ms", "group_share_max_session_timeout_ms"),
+    ("share.record.lock.duration.ms", "group_share_min_record_lock_duration_ms", "group_share_max_record_lock_duration_ms"),
+    ("share.delivery.count.limit", "group_share_min_delivery_count_limit", "group_share_max_delivery_count_limit"),
+    ("share.partition.max.record.locks", "group_share_min_partition_max_record_locks", "group_share_max_partition_max_record_locks"),
+    ("share.assignment.interval.ms", "group_share_min_assignment_interval_ms", "group_share_max_assignment_interval_ms"),
+)
+
+
+def _share_ranges(configs: Mapping[str, str], values: Mapping[str, Any], config: Config) -> None:
+    for name, low_field, high_field in _SHARE_RANGES:
+        if name in configs:
+            low, high = getattr(config, low_field), getattr(config, high_field)
+            if not low <= values[name] <= high:
+                raise ConfigError(f"{name} must be in the range {low} to {high} inclusive.")
+
+
+def _share_auto_offset_reset(name: str, value: Any, _values: Mapping[str, Any], _config: Config) -> None:
+    from broker.share.offset_reset import parse_offset_reset
+
+    try:
+        parse_offset_reset(value)
+    except ValueError:
+        raise ConfigError(
+            f"Invalid value {value} for configuration {name}: Invalid value `{value}` for configuration {name}. "
+            "The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+        ) from None
+
+
+SHARE_GROUP_CONFIG_DEFS = [
+    GroupConfigDef(
+        "share.session.timeout.ms",
+        ConfigType.INT,
+        "group_share_session_timeout_ms",
+        "group.share.session.timeout.ms",
+        "The timeout to detect client failures when using the share group protocol.",
+        _at_least(1),
+    ),
+    GroupConfigDef(
+        "share.heartbeat.interval.ms",
+        ConfigType.INT,
+        "group_share_heartbeat_interval_ms",
+        "group.share.heartbeat.interval.ms",
+        "The heartbeat interval given to the members of a share group.",
+        _at_least(1),
+    ),
+    GroupConfigDef(
+        "share.record.lock.duration.ms",
+        ConfigType.INT,
+        "group_share_record_lock_duration_ms",
+        "group.share.record.lock.duration.ms",
+        "The record acquisition lock duration in milliseconds for share groups.",
+        _at_least(1000),
+    ),
+    GroupConfigDef(
+        "share.delivery.count.limit",
+        ConfigType.INT,
+        "group_share_delivery_count_limit",
+        "group.share.delivery.count.limit",
+        "The maximum number of delivery attempts for a record delivered to a share group.",
+        _at_least(2),
+    ),
+    GroupConfigDef(
+        "share.partition.max.record.locks",
+        ConfigType.INT,
+        "group_share_partition_max_record_locks",
+        "group.share.partition.max.record.locks",
+        "Share-group record lock limit per share-partition.",
+        _at_least(100),
+    ),
+    GroupConfigDef(
+        "share.auto.offset.reset",
+        ConfigType.STRING,
+        "share_auto_offset_reset",
+        "",
+        "The strategy to initialize the share-partition start offset: earliest, latest (the default) or by_duration:<PnDTnHnMn.nS>.",
+        _share_auto_offset_reset,
+    ),
+    GroupConfigDef(
+        "share.isolation.level",
+        ConfigType.STRING,
+        "share_isolation_level",
+        "",
+        "Controls how to read records written transactionally: read_committed or read_uncommitted (the default).",
+        _one_of("read_committed", "read_uncommitted"),
+    ),
+    GroupConfigDef(
+        "share.assignment.interval.ms",
+        ConfigType.INT,
+        "group_share_assignment_interval_ms",
+        "group.share.assignment.interval.ms",
+        "The interval between assignment updates for a share group.",
+        _at_least(0),
+    ),
+    GroupConfigDef(
+        "share.assignor.offload.enable",
+        ConfigType.BOOLEAN,
+        "share_assignor_offload_enable",
+        "group.share.assignor.offload.enable",
+        "Whether to offload share group assignment to a group coordinator background thread.",
+        internal=True,
+    ),
+    GroupConfigDef(
+        "share.renew.acknowledge.enable",
+        ConfigType.BOOLEAN,
+        "share_renew_acknowledge_enable",
+        "",
+        "Whether the renew acknowledge type is enabled for the share group.",
+    ),
+]
+GROUP_CONFIG_DEFS.extend(SHARE_GROUP_CONFIG_DEFS)
+
+
+def _session_exceeds_heartbeat(configs: Mapping[str, str], values: Mapping[str, Any]) -> None:
+    """GroupConfig.validateSessionExceedsHeartbeat, after every range check."""
+    session, heartbeat = "share.session.timeout.ms", "share.heartbeat.interval.ms"
+    if (session in configs or heartbeat in configs) and values[session] <= values[heartbeat]:
+        raise ConfigError(f"{session} must be greater than {heartbeat}")
+
+
 def definitions() -> dict[str, GroupConfigDef]:
     return {d.name: d for d in GROUP_CONFIG_DEFS}
+
+
+# Group configs with no broker config behind them (Kafka's synonym list is empty): their defaults.
+# share.assignor.offload.enable: kaflet's assignor always runs in the heartbeat (docs/decisions.md).
+_FIXED_DEFAULTS = {
+    "share_auto_offset_reset": "latest",
+    "share_isolation_level": "read_uncommitted",
+    "share_renew_acknowledge_enable": True,
+    "share_assignor_offload_enable": True,
+}
+
+
+def _broker_value(config: Config, d: GroupConfigDef) -> Any:
+    if d.broker_default in _FIXED_DEFAULTS:
+        return _FIXED_DEFAULTS[d.broker_default]
+    return getattr(config, d.broker_default)
 
 
 class GroupConfigs:
@@ -298,10 +449,12 @@ class GroupConfigs:
         values: dict[str, Any] = {}
         for d in GROUP_CONFIG_DEFS:
             raw = configs.get(d.name)
-            values[d.name] = parse(d.name, raw, d.type) if raw is not None else getattr(self.config, d.broker_default)
+            values[d.name] = parse(d.name, raw, d.type) if raw is not None else _broker_value(self.config, d)
         for d in GROUP_CONFIG_DEFS:
             if d.name in configs and d.check is not None:
                 d.check(d.name, values[d.name], values, self.config)
+        _share_ranges(configs, values, self.config)
+        _session_exceeds_heartbeat(configs, values)
         return {d.name: render(values[d.name], d.type) or "" for d in GROUP_CONFIG_DEFS if d.name in configs}
 
     def set(self, group_id: str, configs: Mapping[str, str]) -> None:
@@ -327,14 +480,15 @@ class GroupConfigs:
         own = self._groups.get(group_id, {})
         entries = []
         for d in sorted(GROUP_CONFIG_DEFS, key=lambda d: d.name):
-            if d.internal:
+            if d.internal and d.name not in own:
                 continue
-            default = getattr(self.config, d.broker_default)
+            default = _broker_value(self.config, d)
             broker_value = default if isinstance(default, str) else render(default, d.type)  # list defaults are kept as text
             synonyms = []
             if d.name in own:
                 synonyms.append(Synonym(d.name, own[d.name], GROUP_CONFIG_SOURCE))  # type: ignore[arg-type]
-            synonyms.append(Synonym(d.broker_config, broker_value, ConfigSource.DEFAULT_CONFIG))
+            # share.auto.offset.reset and its kind have no broker config: their own default is the synonym
+            synonyms.append(Synonym(d.broker_config or d.name, broker_value, ConfigSource.DEFAULT_CONFIG))
             entries.append(
                 ConfigEntry(
                     name=d.name,

@@ -79,6 +79,9 @@ class ClassicRebalancer:
     def join(self, req: JoinRequest) -> asyncio.Future[JoinResult]:
         """JG-3..JG-19. The future completes now (errors, MEMBER_ID_REQUIRED, no-op rejoins) or when parked."""
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        if req.group_id in self.shard.share_groups:  # KIP-932: a share group takes no classic member
+            fut.set_result(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
+            return fut
         groups = self.shard.groups
         if req.group_id in self.shard.streams_groups:
             # KS-29: an empty streams group becomes a classic group (its offsets stay); a live one is refused.

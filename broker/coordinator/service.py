@@ -86,6 +86,10 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
         self.stats = CoordinatorStats()
         # Commits are batched unless every answer must wait for an fsync (--fsync always).
         self.batches_commits = config.fsync != "always"
+        # The share coordinator (broker/share/coordinator/), which share groups' state lives in; set by the server.
+        self.share_state: Any = None
+        # Told of a share group whose share state was deleted or altered (the share partitions load it again).
+        self.share_state_changed: list[Callable[[str], Any]] = []
 
     def build_shard(self, context: CoordinatorContext[GroupShard]) -> GroupShard:
         return GroupShard(self, context)
@@ -120,6 +124,8 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
             return  # the runtime unloaded every shard
         for shard in self.active_shards():
             shard.on_partitions_deleted(topic.name, range(topic.partitions))
+            if shard.share_groups:
+                shard.share.on_topic_deleted(topic.topic_id)
         self._on_topic_changed(topic, True)
 
     def _on_topic_changed(self, topic: Topic, created_or_deleted: bool) -> None:
@@ -133,3 +139,5 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
                 shard.consumer.on_topic_event(topic.name, created_or_deleted)
             if shard.streams_groups:
                 shard.streams.on_topic_event(topic.name)
+            if shard.share_groups:
+                shard.share.on_topic_event(topic.name)

@@ -23,6 +23,8 @@ from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState
 from broker.coordinator.consumer.group import ConsumerGroup
 from broker.coordinator.consumer.manager import ConsumerGroupManager
 from broker.coordinator.offsets import OffsetStore
+from broker.coordinator.share.group import ShareGroup
+from broker.coordinator.share.manager import ShareGroupManager
 from broker.coordinator.streams.group import StreamsGroup
 from broker.coordinator.streams.manager import StreamsGroupManager
 from broker.runtime.errors import CoordinatorError
@@ -35,6 +37,7 @@ from protocol.compiled import speedups
 from protocol.errors import ErrorCode
 from storage import offsets_records as orec
 from storage import streams_records as srec
+from storage.share_group_records import SHARE_GROUP_RECORD_TYPES
 
 if TYPE_CHECKING:
     from broker.coordinator.service import GroupCoordinator
@@ -78,6 +81,8 @@ class GroupShard:
         # KIP-848 consumer groups and KIP-1071 streams groups; a group id is in at most one of the dicts.
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.streams_groups: dict[str, StreamsGroup] = {}
+        # KIP-932 share groups (broker/coordinator/share/); their ids are in no other dict either.
+        self.share_groups: dict[str, ShareGroup] = {}
         self.offsets = OffsetStore()
         # Transactional offsets read from the log: producer id -> {(group, topic, partition): (value, record offset)}.
         self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[bytes, int]]] = {}
@@ -88,6 +93,7 @@ class GroupShard:
         self.classic = ClassicRebalancer(self)
         self.consumer = ConsumerGroupManager(self)
         self.streams = StreamsGroupManager(self)
+        self.share = ShareGroupManager(self)
 
     @property
     def state(self) -> Any:
@@ -133,6 +139,8 @@ class GroupShard:
             self.consumer.replay(kind, key, value)
         elif kind in srec.STREAMS_GROUP_RECORD_TYPES:
             self.streams.replay(kind, key, value)
+        elif kind in SHARE_GROUP_RECORD_TYPES:
+            self.share.replay(kind, key, value)
         else:
             log.warning("skipping a record of unknown type", record_type=kind, partition=self.partition)
 
@@ -189,6 +197,8 @@ class GroupShard:
                 raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION if exc.code is ErrorCode.STALE_MEMBER_EPOCH else exc.code) from exc
         else:
             if group is None:
+                if group_id in self.share_groups:
+                    raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
                 if generation >= 0:
                     raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
                 group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
@@ -321,6 +331,7 @@ class GroupShard:
                 self.classic.prepare_rebalance(group, "loaded group is over group.max.size")
         self.consumer.on_loaded()
         self.streams.on_loaded()
+        self.share.on_loaded()
         self._schedule_expiration()
 
     def on_unloaded(self) -> None:
@@ -369,6 +380,8 @@ class GroupShard:
                     for topic, c in commits:
                         if c[4] is None or utf16_length(c[4]) <= max_meta:
                             check(topic, c[0])
+            elif group_id in self.share_groups:  # KIP-932: a share group has no committed offsets
+                raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             elif generation < 0:
                 group = self.groups[group_id] = ClassicGroup(group_id, self.now_ms())
             elif api_version >= 9:
@@ -479,7 +492,7 @@ class GroupShard:
     ) -> list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]:
         """OF-2..OF-5, OF-8: (topic, [(partition, offset, leader epoch, metadata, error)]) in request
         order; raises CoordinatorError for a consumer group's member errors (v9)."""
-        group = self.groups.get(group_id)
+        group = self.groups.get(group_id)  # a share group's id is answered as an unknown group's (no offsets)
         known = group is not None and not group.is_in(GroupState.DEAD)
         consumer_group = self.consumer_groups.get(group_id) if group is None else None
         if consumer_group is not None:
@@ -522,6 +535,8 @@ class GroupShard:
             # OD-1: a consumer (or streams) group is always allowed
             group = self.consumer_groups.get(group_id) or self.streams_groups.get(group_id)
             if group is None:
+                if group_id in self.share_groups:
+                    raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
         elif group.is_in(GroupState.DEAD):
             raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
@@ -634,7 +649,7 @@ class GroupShard:
             described.members.append((m.member_id, m.group_instance_id, m.client_id, m.client_host, metadata, m.assignment))
         return described
 
-    def list_groups(self) -> list[ClassicGroup]:
+    def list_groups(self) -> list[ClassicGroup]:  # classic groups (consumer and share groups are listed from their dicts)
         return list(self.groups.values())
 
     def delete_groups(self, group_ids: list[str]) -> tuple[list[tuple[str, ErrorCode]], Awaitable[Any] | None]:
@@ -642,6 +657,10 @@ class GroupShard:
         records: list[Record] = []
         results = []
         for group_id in group_ids:
+            share_group = self.share_groups.get(group_id)
+            if share_group is not None:  # KIP-932: its share state goes first (broker/coordinator/share/manager.py)
+                results.append((group_id, self.share.delete_group(share_group, records)))
+                continue
             group = self.groups.get(group_id)
             streams_group = self.streams_groups.get(group_id) if group is None else None
             if streams_group is not None:  # KS-28

@@ -31,6 +31,16 @@ Names follow Prometheus conventions; where Kafka has an equivalent it is named a
   append part of the produce path;
 - kaflet_coordinator_partition_load_seconds{partition}, kaflet_coordinator_load_seconds,
   kaflet_coordinator_partitions{state}: partition-load-time and num-partitions{state};
+- kaflet_share_groups{state}, kaflet_share_group_heartbeats_total, _rebalances_total,
+  _members_fenced_total: share groups (KIP-932), Kafka's share-group-count and
+  share-group-rebalance-count; kaflet_share_sessions, kaflet_share_fetches_total,
+  kaflet_share_acknowledgements_total: ShareSessionCache's share-sessions-count and the
+  share-fetch/acknowledgement request counts; per share partition {group,topic,partition}:
+  kaflet_share_partition_in_flight_records and _acquired_records (now: Kafka's
+  in-flight-message-count), and kaflet_share_partition_records_acquired_total, _acknowledged_total,
+  _released_total, _rejected_total, _archived_total, _lock_timeouts_total, _redeliveries_total
+  (since the share partition was loaded on this broker; Kafka's in-flight-batch and
+  acquisition-lock-timeout counts are per broker);
 - kaflet_transactions_open (Ongoing now), kaflet_transactions_committed_total,
   kaflet_transactions_aborted_total (timed-out and fenced ones included),
   kaflet_transactions_timed_out_total, kaflet_transactional_ids_expired_total,
@@ -98,6 +108,7 @@ class KafletCollector(Collector):
         yield from self._security()
         yield from self._groups()
         yield from self._member_lag()
+        yield from self._share()
         yield from self._logs()
         yield from self._coordinator_load()
         yield from self._transactions()
@@ -187,6 +198,8 @@ class KafletCollector(Collector):
         groups.add_metric(["classic"], sum(states.values()))
         groups.add_metric(["consumer"], sum(consumer_states.values()))
         groups.add_metric(["streams"], sum(streams_states.values()))
+        if coordinator is not None:
+            groups.add_metric(["share"], sum(len(shard.share_groups) for shard in coordinator.active_shards()))
         yield groups
         streams = GaugeMetricFamily(
             "kaflet_streams_groups", "KIP-1071 streams groups by state (Kafka's streams-group-count).", labels=["state"]
@@ -267,6 +280,75 @@ class KafletCollector(Collector):
                     for member_id, lag in sorted(shard.consumer.assigned_lags(group).items()):
                         family.add_metric([group_id, member_id], lag)
         yield family
+
+    def _share(self) -> Iterator[Any]:
+        """Share groups (KIP-932): groups by state, the membership counters, sessions, and each
+        share partition's records."""
+        broker = self.service.broker
+        coordinator = broker.coordinator
+        states = dict.fromkeys(("Empty", "Stable"), 0)
+        heartbeats = rebalances = fenced = 0
+        if coordinator is not None:
+            for shard in coordinator.active_shards():
+                for group in shard.share_groups.values():
+                    states[group.state] = states.get(group.state, 0) + 1
+                heartbeats += shard.share.heartbeats
+                rebalances += shard.share.epoch_bumps
+                fenced += shard.share.members_fenced
+        family = GaugeMetricFamily("kaflet_share_groups", "Share groups by state (Kafka's share-group-count).", labels=["state"])
+        for state, n in states.items():
+            family.add_metric([state], n)
+        yield family
+        for name, value, text in (
+            ("kaflet_share_group_heartbeats", heartbeats, "ShareGroupHeartbeat requests served."),
+            ("kaflet_share_group_rebalances", rebalances, "Share-group epoch bumps (Kafka's share-group-rebalance-count)."),
+            ("kaflet_share_group_members_fenced", fenced, "Share-group members removed by a session timeout."),
+        ):
+            counter = CounterMetricFamily(name, text)
+            counter.add_metric([], value)
+            yield counter
+        manager = getattr(broker, "share_partitions", None)
+        sessions = GaugeMetricFamily("kaflet_share_sessions", "Share sessions open (Kafka's share-sessions-count).")
+        sessions.add_metric([], len(manager.sessions) if manager is not None else 0)
+        yield sessions
+        for name, attr, text in (
+            ("kaflet_share_fetches", "fetches", "ShareFetch requests that reached share partitions."),
+            (
+                "kaflet_share_acknowledgements",
+                "acknowledgements",
+                "Acknowledgements applied to share partitions (one per partition and request).",
+            ),
+        ):
+            counter = CounterMetricFamily(name, text)
+            counter.add_metric([], getattr(manager, attr) if manager is not None else 0)
+            yield counter
+        labels = ["group", "topic", "partition"]
+        in_flight = GaugeMetricFamily(
+            "kaflet_share_partition_in_flight_records", "Records between a share partition's start and end offsets.", labels=labels
+        )
+        acquired_now = GaugeMetricFamily("kaflet_share_partition_acquired_records", "Records acquired by a member now.", labels=labels)
+        counters = {
+            attr: CounterMetricFamily(f"kaflet_share_partition_{name}", text, labels=labels)
+            for attr, name, text in (
+                ("acquired", "records_acquired", "Records acquired by share fetches."),
+                ("acknowledged", "records_acknowledged", "Records acknowledged with ACCEPT."),
+                ("released", "records_released", "Records released (RELEASE, or their member left)."),
+                ("rejected", "records_rejected", "Records acknowledged with REJECT."),
+                ("archived", "records_archived", "Records archived at the delivery count limit."),
+                ("lock_timeouts", "lock_timeouts", "Records whose acquisition lock ran out."),
+                ("redeliveries", "redeliveries", "Records delivered again (delivery count above 1)."),
+            )
+        }
+        if manager is not None and broker.config.group_metrics:
+            for (group, _topic_id, partition), sp in sorted(manager.partitions.items(), key=lambda kv: (kv[0][0], kv[1].topic, kv[0][2])):
+                values = [group, sp.topic, str(partition)]
+                in_flight.add_metric(values, sp.in_flight_records())
+                acquired_now.add_metric(values, sp.acquired_records())
+                for attr, family in counters.items():
+                    family.add_metric(values, getattr(sp.stats, attr))
+        yield in_flight
+        yield acquired_now
+        yield from counters.values()
 
     def _logs(self) -> Iterator[Any]:
         service = self.service

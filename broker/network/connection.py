@@ -204,6 +204,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._files = False  # the responses in _out hold FileRanges
         self._sendq: deque[Any] = deque()  # chunks behind a range the socket has not taken yet (ranges pinned)
         self._sendfile_ok = True  # cleared when the kernel refuses sendfile for this socket
+        # Called once when the connection is gone (a share session ends with its connection, KIP-932).
+        self.on_lost: list[Callable[[], Any]] = []
 
     # -- asyncio.BufferedProtocol -----------------------------------------------------------
 
@@ -262,6 +264,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.broker.connections.discard(self)
         if self.authenticator is not None:
             self.authenticator.cancel()
+        for listener in self.on_lost:
+            try:
+                listener()
+            except Exception:
+                log.error("a connection-lost listener failed", peer=self.peer_text, exc_info=True)
+        self.on_lost = []
         if closed_by_peer and self._close_after_queue is not None and self.broker.accepting:
             log.warning("closing connection", peer=self.peer_text, reason=self._close_after_queue)
         elif closed_by_peer and self.partial_bytes and self.broker.accepting:

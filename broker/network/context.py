@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from broker.config.dynamic_configs import DynamicBrokerConfigs
     from broker.coordinator.service import GroupCoordinator
     from broker.network.connection import KafkaConnection
+    from broker.share.coordinator.service import ShareCoordinator
+    from broker.share.manager import SharePartitionManager
     from broker.topics.catalog import TopicManager
     from broker.txn.coordinator import TransactionCoordinator
     from broker.txn.producer_ids import ProducerIdManager
@@ -62,6 +64,9 @@ class BrokerServices(NodeAddress, Protocol):
     logs: LogManager
     coordinator: GroupCoordinator
     txn: TransactionCoordinator
+    # KIP-932 (None when share groups are not served): the share coordinator and the share partitions.
+    share_coordinator: ShareCoordinator | None
+    share_partitions: SharePartitionManager | None
     producer_ids: ProducerIdManager
     dynamic_configs: DynamicBrokerConfigs
     cluster: ClusterView | None

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, ShareConsumer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from broker.embed import BrokerThread
 from tests.support.metrics import get, scrape
@@ -138,6 +139,14 @@ def test_every_dashboard_metric_is_in_a_live_scrape(broker_thread: Callable[...,
     modern = Consumer({"bootstrap.servers": bt.bootstrap, "group.id": "dash-modern", "group.protocol": "consumer"})
     modern.subscribe(["dash"])
     wait_until(lambda: assigned(modern), timeout=30, message="consumer-protocol assignment")
+    # A share-group member (KIP-932) holding a record, for the share panels.
+    admin = AdminClient({"bootstrap.servers": bt.bootstrap})
+    earliest = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+    for f in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, "dash-share", incremental_configs=[earliest])]).values():
+        f.result()
+    sharer = ShareConsumer({"bootstrap.servers": bt.bootstrap, "group.id": "dash-share", "share.acknowledgement.mode": "explicit"})
+    sharer.subscribe(["dash"])
+    wait_until(lambda: len(sharer.poll(0.5)) > 0, timeout=30, message="a share-group delivery")
     with pytest.raises(KafkaException):  # a response with an error, so that the errors family has samples
         member.commit(offsets=[TopicPartition("dash", 7, 1)], asynchronous=False)
     address = bt.broker.metrics.address
@@ -146,9 +155,10 @@ def test_every_dashboard_metric_is_in_a_live_scrape(broker_thread: Callable[...,
     assert status == 200
     s = scrape(address)
     modern.close()
+    sharer.close()
     present = {sample.name for family in s.families.values() for sample in family.samples}
     queries = dashboard_queries()
-    used = set().union(*(metric_names(q) for q in queries)) - {"consumergroup"}  # a label_values() argument
+    used = set().union(*(metric_names(q) for q in queries)) - {"consumergroup", "group"}  # label_values() arguments
     assert used and all(n.startswith(("kafka_", "kaflet_")) for n in used), used
     missing = used - present
     assert not missing, f"dashboard metrics not exported: {sorted(missing)}"

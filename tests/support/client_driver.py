@@ -38,6 +38,8 @@ class DriverError(RuntimeError):
 
 
 class JavaDriver:
+    artifact, main = ARTIFACT, MAIN  # another JSON-lines driver module (share-clients) sets its own
+
     def __init__(self, work_dir: Path) -> None:
         self.dir = work_dir
         self.proc: subprocess.Popen[str] | None = None
@@ -51,7 +53,7 @@ class JavaDriver:
         return self.dir / "client-driver.log"
 
     def start(self, timeout: float = 60.0) -> JavaDriver:
-        cp = classpath(ARTIFACT)  # JvmUnavailable with the reason when make jvm could not build it
+        cp = classpath(self.artifact)  # JvmUnavailable with the reason when make jvm could not build it
         self.dir.mkdir(parents=True, exist_ok=True)
         config = self.dir / "log4j2.properties"
         config.write_text(_LOG4J2.format(log=self.log_file))
@@ -63,7 +65,7 @@ class JavaDriver:
             f"-Dlog4j2.configurationFile={config}",
             "-cp",
             cp,
-            MAIN,
+            self.main,
         ]
         stderr = open(self.dir / "client-driver.stderr", "w")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)

@@ -44,6 +44,16 @@ KAFLET_GROUP_SETTINGS = {
     "group.streams.min.heartbeat.interval.ms": "250",
     "group.streams.initial.rebalance.delay.ms": "0",
     "group.streams.assignment.interval.ms": "0",
+    "group.share.heartbeat.interval.ms": "250",
+    "group.share.min.heartbeat.interval.ms": "250",
+    "group.share.assignment.interval.ms": "0",
+}
+
+# The share-group bounds the tests' brokers (kaflet's and Kafka's alike) run with, so that a group
+# can set the short record locks and session timeouts tests wait for, as a user would.
+SHARE_TEST_BOUNDS = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.min.session.timeout.ms": "6000",
 }
 # A bound lowered for tests (not a default): a streams group's session timeout is the broker's or its
 # group's (streams.session.timeout.ms), and the suite sets it to 6 s per group, as kaflet allows with
@@ -243,8 +253,9 @@ class KafkaReference:
             )
 
     async def _wait_ready(self, deadline: float) -> None:
-        """Until Metadata lists the broker and FindCoordinator answers NONE for a group and a
-        transactional id (Kafka creates its internal topics on that first lookup)."""
+        """Until Metadata lists the broker and FindCoordinator answers NONE for a group, a
+        transactional id and a share-partition key (Kafka creates its internal topics on that first
+        lookup)."""
         from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
         from tests.support.raw_client import RawClient
@@ -265,7 +276,13 @@ class KafkaReference:
                             FindCoordinatorRequest[4](key_type=key_type, coordinator_keys=["kaflet-ready"]), timeout=5
                         )
                         done += all(c.error_code == 0 for c in resp.coordinators)
-                    if done == 2:
+                    # The share coordinator's __share_group_state is made on its first lookup too (kaflet
+                    # makes it at start), so a share group's first heartbeat meets the same broker.
+                    resp = await client.request(
+                        FindCoordinatorRequest[6](key_type=2, coordinator_keys=["kaflet-ready:AAAAAAAAAAAAAAAAAAAAAA:0"]), timeout=5
+                    )
+                    done += all(c.error_code == 0 for c in resp.coordinators)
+                    if done == 3:
                         return
             except (OSError, ConnectionError, TimeoutError):
                 pass

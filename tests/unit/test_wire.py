@@ -63,6 +63,18 @@ API_VERSIONS: dict[ApiKey, tuple[int, int, int | None]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1, 0),
     ApiKey.STREAMS_GROUP_HEARTBEAT: (0, 1, 0),
     ApiKey.STREAMS_GROUP_DESCRIBE: (0, 1, 0),
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1, 0),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1, 0),
+    ApiKey.SHARE_FETCH: (1, 2, 0),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2, 0),
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1, 0),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1, 0),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1, 0),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0, 0),
 }
 ADVERTISED = {int(key): (lo, hi) for key, (lo, hi, _flex) in API_VERSIONS.items()}
 

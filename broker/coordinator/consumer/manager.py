@@ -496,6 +496,8 @@ class ConsumerGroupManager:
             raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.shard.groups.get(group_id)
         if classic is None:
+            if group_id in self.shard.share_groups:  # KIP-932: ids are unique across group types
+                raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if not create:
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             return ConsumerGroup(group_id)

@@ -14,9 +14,11 @@ from tests.differential.clients.peers import Peers
 
 @pytest.fixture(scope="session")
 def kaflet_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A kaflet process set up as the reference broker is: 5 offsets and transaction-state partitions."""
+    """A kaflet process set up as the reference broker is: 5 offsets and transaction-state
+    partitions, the share-group bounds of the tests (SHARE_TEST_BOUNDS)."""
     data = tmp_path_factory.mktemp("kaflet-peer") / "data"
-    broker = BrokerProcess(data, "--offsets-partitions", "5", "--transaction-state-partitions", "5").start()
+    share = ["--group-share-min-record-lock-duration-ms", "1000", "--group-share-min-session-timeout-ms", "6000"]
+    broker = BrokerProcess(data, "--offsets-partitions", "5", "--transaction-state-partitions", "5", *share).start()
     try:
         yield broker
     finally:

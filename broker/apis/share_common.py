@@ -1,0 +1,48 @@
+"""What the share-group API modules (KIP-932) have in common: whether share groups are served, and
+the current leader and node endpoint of a partition a ShareFetch or ShareAcknowledge must be
+redirected for (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from broker.network.context import RequestContext
+from broker.security.listeners import advertised_for, listener_name
+
+
+def share_groups_disabled(broker: Any) -> bool:
+    """Kafka checks its share.version feature; kaflet `share` in --group-coordinator-rebalance-protocols."""
+    return not broker.config.share_groups_enabled or getattr(broker, "share_partitions", None) is None
+
+
+def leader_of(ctx: RequestContext, topic: str, partition: int) -> tuple[int, int, tuple[int, str, int, str | None] | None]:
+    """(leader id, leader epoch, the leader's endpoint) of a partition, as the client is told."""
+    broker = ctx.broker
+    cluster = broker.cluster
+    if cluster is None:
+        host, port = advertised_for(broker, listener_name(ctx))
+        return broker.config.node_id, 0, (broker.config.node_id, host, port, None)
+    node_id = cluster.leader(topic, partition)
+    host, port = advertised_for(cluster.node(node_id), listener_name(ctx))
+    return node_id, cluster.leader_epoch(topic, partition), (node_id, host, port, None)
+
+
+class NodeLeaders:
+    """The leaders named in one answer, and their endpoints (NodeEndpoints)."""
+
+    def __init__(self, ctx: RequestContext) -> None:
+        self.ctx = ctx
+        self.nodes: dict[int, tuple[int, str, int, str | None]] = {}
+
+    def of(self, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
+        topic = self.ctx.broker.topics.get_by_id(topic_id)
+        if topic is None:
+            return -1, -1
+        leader, epoch, endpoint = leader_of(self.ctx, topic.name, partition)
+        if endpoint is not None:
+            self.nodes[leader] = endpoint
+        return leader, epoch
+
+    def endpoints(self) -> list[tuple[int, str, int, str | None]]:
+        return list(self.nodes.values())
