@@ -35,6 +35,7 @@ OTHER_TOOLS_FLAGS |= {"--network", "--now"}  # docker build --network host; syst
 # kafka-streams-application-reset); pytest --durations
 OTHER_TOOLS_FLAGS |= {"--add-scram", "--describe", "--application-id", "--input-topics", "--force", "--durations"}
 OTHER_TOOLS_FLAGS |= {"--share-state-partitions"}
+OTHER_TOOLS_FLAGS |= {"--offsets-decoder", "--share-group-state-decoder"}  # kafka-dump-log.sh
 # kafka-configs.sh --alter --entity-type groups --entity-name g --add-config k=v; kafka-streams-groups --members --topology
 OTHER_TOOLS_FLAGS |= {
     "--add-config",

@@ -51,9 +51,9 @@ async def _setup(cluster: Cluster, records: int = 6) -> tuple[uuid.UUID, int, s.
     """Topic t (one partition) with records, group g reading from the earliest offset; a member
     heartbeating with the group's coordinator; (topic id, t-0's leader, the member, clients)."""
     coordinator = cluster.coordinator_of("g")[1]
-    leader = cluster.leader("t", 0)
     gc = await _on(cluster, coordinator)
     topic_id = await s.create_topic(gc, "t")
+    leader = cluster.leader("t", 0)
     await s.set_group_configs(gc, "g", {"share.auto.offset.reset": "earliest"})
     lc = await _on(cluster, leader)
     await s.produce(lc, "t", [b"v%d" % i for i in range(records)])
