@@ -70,18 +70,6 @@ COVERED_APIS = {
 # WriteTxnMarkers is what a transaction coordinator sends partition leaders on other brokers.
 NOT_SERVED_BY_KAFLET = {
     "WriteTxnMarkers",
-    "ShareGroupHeartbeat",
-    "ShareGroupDescribe",
-    "ShareFetch",
-    "ShareAcknowledge",
-    "InitializeShareGroupState",
-    "ReadShareGroupState",
-    "WriteShareGroupState",
-    "DeleteShareGroupState",
-    "ReadShareGroupStateSummary",
-    "DescribeShareGroupOffsets",
-    "AlterShareGroupOffsets",
-    "DeleteShareGroupOffsets",
     "StreamsGroupTopologyDescriptionUpdate",
 }
 
