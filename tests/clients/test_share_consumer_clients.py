@@ -4,10 +4,10 @@ short locks and limits set as group configs the way a user sets them.
 
 Scenarios: implicit acknowledgement, explicit ACCEPT/RELEASE/REJECT, four consumers sharing one
 partition (every record delivered once), a SIGKILLed consumer whose held records go to another at
-once (and whose accepted ones never come again),
-a consumer that stops polling (its locks time out), a poison record archived at the delivery
-limit, read_committed skipping aborted transactions, and a broker SIGKILLed mid-stream (its own
-broker process) that neither redelivers an acknowledged record nor loses one."""
+once (and whose accepted ones never come again), a consumer that stops polling (its locks time
+out), a poison record archived at the delivery limit, read_committed skipping aborted
+transactions, and a broker SIGKILLed mid-stream (its own broker process) that neither redelivers
+an acknowledged record nor loses one."""
 
 from __future__ import annotations
 
