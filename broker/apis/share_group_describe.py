@@ -22,6 +22,7 @@ from broker.security import authorize as authz
 from broker.security.acls import ResourceType, all_operations
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
+from protocol.javahash import hashmap_order, topic_partition_hashcode
 
 ShareGroupDescribeResponse = lazy_response(ApiKey.SHARE_GROUP_DESCRIBE)
 _Described = ShareGroupDescribeResponse.DescribedGroup
@@ -127,7 +128,11 @@ def handle_share_group_describe(ctx: RequestContext, request: Any) -> Any:
             ops = authz.operations(ctx, authz.GROUP, group_id)
             d.authorized_operations = GROUP_OPERATIONS_BITS if ops is None else sum(1 << op for op in ops)
         described.append(d)
-    groups = denied + invalid + [g for part in by_partition.values() for g in part]
+    # the shards' answers follow in the order Kafka's HashMap<TopicPartition, ...> iterates them
+    partitions = list(by_partition)
+    topic = coordinator.topic_name
+    order = hashmap_order([topic_partition_hashcode(topic, p) for p in partitions])
+    groups = denied + invalid + [g for i in order for g in by_partition[partitions[i]]]
     if broker.authorizer is not None:
         names = {t.topic_name for g in groups for m in g.members for t in m.assignment.topic_partitions}
         allowed = authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, names)

@@ -6,6 +6,7 @@ and confluent-kafka's ShareConsumer reading through all of it."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -201,3 +202,25 @@ def test_share_consumers_read_on_while_leaders_and_the_share_coordinator_move(ka
         for w in workers:
             w.join(30)
     assert set(seen) == set(values)  # nothing lost; a record held across a move may come twice
+
+
+def test_kaflet_chaos_move_share_coordinator_from_the_command_line() -> None:
+    """`kaflet chaos move-share-coordinator` against a running `kaflet serve --brokers 3 --control`:
+    by state partition or by share-partition key, to a node or to the next one; a partition that
+    does not exist is refused with the reason."""
+    from broker import Broker
+    from tests.cluster.test_control import kaflet_chaos
+
+    with Broker.in_subprocess("--brokers", "3", "--control", "--share-coordinator-state-topic-num-partitions", "3") as b:
+        assert b.metrics is not None
+        done = kaflet_chaos(b.metrics, "move-share-coordinator", "--partition", "1", "--to", "3")
+        assert done.returncode == 0, done.stderr
+        moved = json.loads(done.stdout)
+        assert (moved["partition"], moved["leader"]) == (1, 3)
+        key = coordinator_key("g", uuid.uuid4(), 0)
+        again = kaflet_chaos(b.metrics, "move-share-coordinator", "--key", key)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["leader"] != json.loads(again.stdout)["old_leader"]
+        refused = kaflet_chaos(b.metrics, "move-share-coordinator", "--partition", "7")
+        assert refused.returncode == 1 and "no partition __share_group_state-7" in refused.stderr
+        assert [r["op"] for r in b.records if r.get("event") == "chaos"] == ["move_share_coordinator"] * 2

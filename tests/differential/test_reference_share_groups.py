@@ -9,6 +9,7 @@ answers it), and the dead-letter-queue group configs (not served by kaflet)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -35,6 +36,8 @@ async def _both(kafka_reference: Any, raw: Callable[..., Any], scenario: Callabl
         extra.append(await RawClient.connect(kafka_reference.bootstrap))
         return extra[-1]
 
+    run = uuid.uuid4().hex[:8]  # both sides name their topics and groups alike
+    sc.same_names(run)
     try:
         theirs = await (scenario(reference, connect_reference) if scenario is sc.admin_scenario else scenario(reference))
     finally:
@@ -43,6 +46,7 @@ async def _both(kafka_reference: Any, raw: Callable[..., Any], scenario: Callabl
             await c.close()
     client = await raw()
     await wait_ready(client)
+    sc.same_names(run)
     mine = await (scenario(client, raw) if scenario is sc.admin_scenario else scenario(client))
     return theirs, mine
 

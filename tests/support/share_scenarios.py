@@ -124,8 +124,19 @@ async def _topic(client: RawClient, name: str, partitions: int = 1) -> uuid.UUID
     return topic_id
 
 
+_names = {"run": uuid.uuid4().hex[:8], "n": 0}
+
+
+def same_names(run: str) -> None:
+    """The names `_fresh` gives from here on: the same sequence after each call with the same `run`
+    (a scenario run on two brokers names its groups alike, so that answers whose order follows
+    the groups' coordinator partitions compare)."""
+    _names.update(run=run, n=0)
+
+
 def _fresh(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+    _names["n"] += 1
+    return f"{prefix}-{_names['run']}{_names['n']:02d}"
 
 
 # -- ShareGroupHeartbeat and ShareGroupDescribe ---------------------------------------------------

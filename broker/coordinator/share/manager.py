@@ -564,18 +564,28 @@ class ShareGroupManager:
             return
         done: dict[uuid.UUID, set[int]] = {}
         failed: dict[uuid.UUID, set[int]] = {}
+        errors: set[str] = set()
         for topic_id, partitions, state_epoch, start_offset in requests:
             for p in partitions:
                 result, _waiter = persister.initialize(group_id, topic_id, p, state_epoch, start_offset)
                 (done if result.error is ErrorCode.NONE else failed).setdefault(topic_id, set()).add(p)
+                if result.error is not ErrorCode.NONE:
+                    errors.add(f"{result.error.name}: {result.message}")
         op = ShareGroupManager._mark_initialized if not failed else ShareGroupManager._mark_uninitialized
-        target = done if not failed else {t: ps for t, ps in {**done, **failed}.items()}
+        # on any failure the whole request is uninitialized (persisterInitialize): per topic, the
+        # partitions that failed and those that did not, so that the next heartbeat asks for all
+        target = done if not failed else {t: done.get(t, set()) | failed.get(t, set()) for t in done.keys() | failed.keys()}
         try:
             self.shard.service.runtime.write(group_id, lambda shard, g, m: op(shard.share, g, m), group_id, target)
         except CoordinatorError as exc:
             log.warning("recording share state initialization failed", group=group_id, error=exc.code.name)
         if failed:
-            log.warning("share state initialization failed", group=group_id, partitions={str(t): sorted(ps) for t, ps in failed.items()})
+            log.warning(
+                "share state initialization failed",
+                group=group_id,
+                partitions={str(t): sorted(ps) for t, ps in failed.items()},
+                errors=sorted(errors),
+            )
         else:
             log.info("share partitions initialized", group=group_id, partitions={self._name_of(t): sorted(ps) for t, ps in done.items()})
 

@@ -12,6 +12,7 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from broker import Broker
+from broker.share.coordinator.service import SHARE_STATE_TOPIC, coordinator_key
 from protocol.errors import ErrorCode
 from tests.support import groups as g
 from tests.support import share as s
@@ -81,6 +82,19 @@ async def test_qh_3_join_then_partitions_once_initialized(client: RawClient, bro
     # a steady heartbeat carries no assignment
     again = await m.heartbeat()
     assert again.error_code == 0 and again.assignment is None and again.member_epoch == m.epoch
+
+
+async def test_qh_3_a_partly_failed_initialization_is_retried_whole(client: RawClient, broker: Broker) -> None:
+    """One partition's share-state initialization fails (a disk error on its __share_group_state
+    partition) while the others succeed: the whole request is uninitialized, as Kafka's
+    persisterInitialize does, so the next heartbeats initialize and assign every partition (not
+    only the failed one, leaving the rest "initializing" until the retry interval)."""
+    topic_id = await s.create_topic(client, "t", partitions=3)
+    state = broker.share_coordinator.partition_for(coordinator_key("g", topic_id, 1))
+    rule = broker.faults.fail_appends(SHARE_STATE_TOPIC, partition=state, count=1)
+    m = s.ShareMember(client, "g")
+    await m.join(["t"], partitions=3, timeout=4.0)  # well within the 5 s least retry interval
+    assert rule.hits == 1 and m.assignment == {topic_id: [0, 1, 2]}
 
 
 async def test_qh_3_heartbeat_interval_follows_the_group_config(client: RawClient) -> None:
