@@ -61,8 +61,25 @@ KAFLET_STREAMS_GROUP_CONFIGS = [
     "streams.rack.aware.assignment.tags",
     "streams.session.timeout.ms",
 ]
+KAFLET_SHARE_GROUP_CONFIGS = [
+    "share.assignment.interval.ms",
+    "share.auto.offset.reset",
+    "share.delivery.count.limit",
+    "share.heartbeat.interval.ms",
+    "share.isolation.level",
+    "share.partition.max.record.locks",
+    "share.record.lock.duration.ms",
+    "share.renew.acknowledge.enable",
+    "share.session.timeout.ms",
+]
 KAFLET_GROUP_CONFIGS = sorted(
-    ["consumer.heartbeat.interval.ms", "consumer.session.timeout.ms", "lag.aware.uncommitted", *KAFLET_STREAMS_GROUP_CONFIGS]
+    [
+        "consumer.heartbeat.interval.ms",
+        "consumer.session.timeout.ms",
+        "lag.aware.uncommitted",
+        *KAFLET_SHARE_GROUP_CONFIGS,
+        *KAFLET_STREAMS_GROUP_CONFIGS,
+    ]
 )
 # Kafka 4.4's: the consumer ones, then those of share groups (with their dead-letter queue,
 # KIP-1191) and of streams groups.

@@ -194,5 +194,4 @@ async def _(s: Side) -> None:
 async def _(s: Side) -> None:
     g = s.group()
     await alter(s, 1, g, [("consumer.assignment.interval.ms", SET, "0")])
-    await alter(s, 1, g, [("share.session.timeout.ms", SET, "45000")])
-    await alter(s, 1, g, [("streams.num.standby.replicas", SET, "1")])
+    await alter(s, 1, g, [("errors.deadletterqueue.copy.record.enable", SET, "true")])
