@@ -8,16 +8,15 @@ storage/offsets_records.py, whose low-level helpers these share.
 
 from __future__ import annotations
 
-import struct
 import uuid
 from typing import NamedTuple
 
+from storage.coordinator_records import group_key, one_tag, parse_group_key, read_one_tag
 from storage.offsets_records import (
     _H,
     _I,
     _NO_TAGS,
     _Q,
-    RecordFormatError,
     TopicPartitions,
     _carray_len,
     _cstring,
@@ -27,11 +26,10 @@ from storage.offsets_records import (
     _read_topic_partitions,
     _read_uuid,
     _Reader,
-    _string,
     _topic_partitions,
     _value_reader,
-    key_type,
 )
+from storage.offsets_records import key_type as key_type  # callers sort records by it
 
 SHARE_GROUP_MEMBER_METADATA_KEY = 10
 SHARE_GROUP_METADATA_KEY = 11
@@ -47,23 +45,12 @@ _MEMBER_KEYS = frozenset(
 
 def share_group_key(kind: int, group: str, member: str | None = None) -> bytes:
     """Key of a type 10-15 record; `member` for types 10, 13 and 14."""
-    if (member is not None) != (kind in _MEMBER_KEYS):
-        raise ValueError(f"record type {kind} {'needs' if kind in _MEMBER_KEYS else 'takes no'} member id")
-    return _H.pack(kind) + _string(group) + (_string(member) if member is not None else b"")
+    return group_key(kind, group, member, _MEMBER_KEYS)
 
 
 def parse_share_group_key(key: bytes) -> tuple[int, str, str | None]:
     """(type, group id, member id or None) of a type 10-15 key."""
-    try:
-        kind = key_type(key)
-        r = _Reader(key, 2, False)
-        group = r.string()
-        member = r.string() if kind in _MEMBER_KEYS else None
-    except (IndexError, struct.error) as exc:
-        raise RecordFormatError(f"bad share group key: {exc}") from exc
-    if r.pos != len(key):
-        raise RecordFormatError("share group key has trailing bytes")
-    return kind, group, member
+    return parse_group_key(key, _MEMBER_KEYS, "share group")
 
 
 # type 11: ShareGroupMetadataValue {Epoch int32, MetadataHash int64}
@@ -123,9 +110,7 @@ def parse_share_member_metadata_value(value: bytes) -> ShareMemberMetadata:
 
 
 def share_target_assignment_metadata_value(epoch: int, timestamp: int = 0) -> bytes:
-    if timestamp == 0:
-        return _H.pack(0) + _I.pack(epoch) + _NO_TAGS
-    return _H.pack(0) + _I.pack(epoch) + b"\x01\x00\x08" + _Q.pack(timestamp)
+    return _H.pack(0) + _I.pack(epoch) + one_tag(0, _Q, timestamp, 0)
 
 
 @_parsing("ShareGroupTargetAssignmentMetadataValue")
@@ -133,16 +118,7 @@ def parse_share_target_assignment_metadata_value(value: bytes) -> tuple[int, int
     """(assignment epoch, assignment timestamp)."""
     r = _value_reader(value, "ShareGroupTargetAssignmentMetadataValue")
     epoch = r.int32()
-    timestamp = 0
-    for _ in range(r.uvarint()):
-        tag = r.uvarint()
-        size = r.uvarint()
-        raw = r._take(size)
-        if tag == 0 and size == 8:
-            timestamp = _Q.unpack(raw)[0]
-    if r.pos != len(r.buf):
-        raise RecordFormatError("ShareGroupTargetAssignmentMetadataValue has trailing bytes")
-    return epoch, timestamp
+    return epoch, read_one_tag(r, "ShareGroupTargetAssignmentMetadataValue", 0, _Q, 0)
 
 
 # type 13: ShareGroupTargetAssignmentMemberValue {TopicPartitions []{TopicId, Partitions []int32}}

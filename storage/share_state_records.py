@@ -13,6 +13,7 @@ import struct
 import uuid
 from typing import NamedTuple
 
+from storage.coordinator_records import one_tag, read_one_tag
 from storage.offsets_records import _H, _I, _NO_TAGS, _Q, RecordFormatError, _carray_len, _parsing, _Reader, _string, _value_reader
 
 SHARE_SNAPSHOT_KEY = 0
@@ -74,7 +75,7 @@ def _batches(items: list[StateBatch]) -> bytes:
 
 def _tags(delivery_complete_count: int) -> bytes:
     # DeliveryCompleteCount is tag 0, written only when it is not its default (-1).
-    return _NO_TAGS if delivery_complete_count == -1 else b"\x01\x00\x04" + _I.pack(delivery_complete_count)
+    return one_tag(0, _I, delivery_complete_count, -1)
 
 
 def share_snapshot_value(v: ShareSnapshot) -> bytes:
@@ -116,15 +117,7 @@ def _read_batches(r: _Reader) -> list[StateBatch]:
 
 
 def _read_tags(r: _Reader, name: str) -> int:
-    count = -1
-    for _ in range(r.uvarint()):
-        tag = r.uvarint()
-        raw = r._take(r.uvarint())
-        if tag == 0 and len(raw) == 4:
-            count = _I.unpack(raw)[0]
-    if r.pos != len(r.buf):
-        raise RecordFormatError(f"{name} has trailing bytes")
-    return count
+    return read_one_tag(r, name, 0, _I, -1)
 
 
 @_parsing("ShareSnapshotValue")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from storage.coordinator_records import group_key, parse_group_key
 from storage.offsets_records import (
     _H,
     _I,
@@ -23,12 +24,12 @@ from storage.offsets_records import (
     RecordFormatError,
     _carray_len,
     _cstring,
+    _int32s,
     _parsing,
+    _read_int32s,
     _Reader,
-    _string,
     _uvarint,
     _value_reader,
-    key_type,
 )
 
 STREAMS_GROUP_METADATA_KEY = 17
@@ -52,23 +53,12 @@ def streams_group_key(kind: int, group: str, member: str | None = None) -> bytes
     """Key of a type 17, 19-23 record; `member` for types 19, 21 and 22."""
     if kind not in STREAMS_GROUP_RECORD_TYPES:
         raise ValueError(f"record type {kind} is not a streams group record")
-    if (member is not None) != (kind in _MEMBER_KEYS):
-        raise ValueError(f"record type {kind} {'needs' if kind in _MEMBER_KEYS else 'takes no'} member id")
-    return _H.pack(kind) + _string(group) + (_string(member) if member is not None else b"")
+    return group_key(kind, group, member, _MEMBER_KEYS)
 
 
 def parse_streams_group_key(key: bytes) -> tuple[int, str, str | None]:
     """(type, group id, member id or None)."""
-    try:
-        kind = key_type(key)
-        r = _Reader(key, 2, False)
-        group = r.string()
-        member = r.string() if kind in _MEMBER_KEYS else None
-    except (IndexError, struct.error) as exc:
-        raise RecordFormatError(f"bad streams group key: {exc}") from exc
-    if r.pos != len(key):
-        raise RecordFormatError("streams group key has trailing bytes")
-    return kind, group, member
+    return parse_group_key(key, _MEMBER_KEYS, "streams group")
 
 
 # -- shared pieces --------------------------------------------------------------------------
@@ -97,14 +87,6 @@ def _strings(items: list[str] | tuple[str, ...]) -> bytes:
 
 def _read_strings(r: _Reader) -> list[str]:
     return [r.string() for _ in range(r.array_length())]
-
-
-def _int32s(values: list[int] | tuple[int, ...]) -> bytes:
-    return _carray_len(len(values)) + b"".join(_I.pack(v) for v in values)
-
-
-def _read_int32s(r: _Reader) -> list[int]:
-    return [r.int32() for _ in range(r.array_length())]
 
 
 def _int16s(values: tuple[int, ...]) -> bytes:

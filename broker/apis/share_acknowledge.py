@@ -13,12 +13,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from broker.apis.share_common import NodeLeaders, share_groups_disabled
+from broker.apis.share_common import NodeLeaders, session_request_error
 from broker.apis.share_fetch import _leads
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.security import authorize as authz
-from broker.share.acknowledgements import handle_acknowledgements, member_id_valid, requested_batches
+from broker.share.acknowledgements import handle_acknowledgements, requested_batches
 from broker.share.sessions import FINAL_EPOCH, SessionError
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
@@ -47,16 +47,11 @@ def _error(request: Any, code: ErrorCode) -> Any:
 def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     version = ctx.api_version
-    if share_groups_disabled(broker):
-        return _error(request, ErrorCode.UNSUPPORTED_VERSION)
+    code = session_request_error(ctx, request)
+    if code is not None:
+        return _error(request, code)
     group = request.group_id
-    if group is None:
-        return _error(request, ErrorCode.INVALID_REQUEST)
-    if not authz.allowed(ctx, authz.Op.READ, authz.GROUP, group):
-        return _error(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     member = request.member_id
-    if not member_id_valid(member):
-        return _error(request, ErrorCode.INVALID_REQUEST)
     manager = broker.share_partitions
     epoch = request.share_session_epoch
     try:

@@ -1,6 +1,7 @@
-"""What the share-group API modules (KIP-932) have in common: whether share groups are served, and
-the current leader and node endpoint of a partition a ShareFetch or ShareAcknowledge must be
-redirected for (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH)."""
+"""What the share-group API modules (KIP-932) have in common: whether share groups are served, the
+request-level checks of ShareFetch and ShareAcknowledge, and the current leader and node endpoint
+of a partition a ShareFetch or ShareAcknowledge must be redirected for (NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,29 @@ import uuid
 from typing import Any
 
 from broker.network.context import RequestContext
+from broker.security import authorize as authz
 from broker.security.listeners import advertised_for, listener_name
+from broker.share.acknowledgements import member_id_valid
+from protocol.errors import ErrorCode
 
 
 def share_groups_disabled(broker: Any) -> bool:
     """Kafka checks its share.version feature; kaflet `share` in --group-coordinator-rebalance-protocols."""
     return not broker.config.share_groups_enabled or getattr(broker, "share_partitions", None) is None
+
+
+def session_request_error(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    """The request-level error of a ShareFetch or ShareAcknowledge, or None; checked in this order:
+    share groups served, a group id, READ on the group, a well-formed member id."""
+    if share_groups_disabled(ctx.broker):
+        return ErrorCode.UNSUPPORTED_VERSION
+    if request.group_id is None:
+        return ErrorCode.INVALID_REQUEST
+    if not authz.allowed(ctx, authz.Op.READ, authz.GROUP, request.group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if not member_id_valid(request.member_id):
+        return ErrorCode.INVALID_REQUEST
+    return None
 
 
 def leader_of(ctx: RequestContext, topic: str, partition: int) -> tuple[int, int, tuple[int, str, int, str | None] | None]:

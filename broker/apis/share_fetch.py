@@ -18,11 +18,11 @@ import asyncio
 import uuid
 from typing import Any
 
-from broker.apis.share_common import NodeLeaders, leader_of, share_groups_disabled
+from broker.apis.share_common import NodeLeaders, leader_of, session_request_error
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.security import authorize as authz
-from broker.share.acknowledgements import handle_acknowledgements, member_id_valid, requested_batches
+from broker.share.acknowledgements import handle_acknowledgements, requested_batches
 from broker.share.manager import FetchParams, PartitionFetch
 from broker.share.sessions import FINAL_EPOCH, SessionError
 from protocol.apis import ApiKey
@@ -87,16 +87,11 @@ def _failed(ctx: RequestContext, code: ErrorCode) -> list[Any]:
 def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     version = ctx.api_version
-    if share_groups_disabled(broker):
-        return _failed(ctx, ErrorCode.UNSUPPORTED_VERSION)
+    code = session_request_error(ctx, request)
+    if code is not None:
+        return _failed(ctx, code)
     group = request.group_id
-    if group is None:
-        return _failed(ctx, ErrorCode.INVALID_REQUEST)
-    if not authz.allowed(ctx, authz.Op.READ, authz.GROUP, group):
-        return _failed(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     member = request.member_id
-    if not member_id_valid(member):
-        return _failed(ctx, ErrorCode.INVALID_REQUEST)
     epoch = request.share_session_epoch
     acks_present = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     topics = broker.topics

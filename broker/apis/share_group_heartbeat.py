@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.apis.heartbeat_answers import coordinator_error, when_durable
 from broker.apis.share_common import share_groups_disabled
 from broker.coordinator.share.manager import ShareHeartbeat
 from broker.network.context import RequestContext
 from broker.network.registry import api
-from broker.runtime.errors import CoordinatorError, map_append_error
+from broker.runtime.errors import CoordinatorError
 from broker.security import authorize as authz
 from broker.share.acknowledgements import member_id_valid
 from protocol.apis import ApiKey, lazy_response
@@ -106,9 +107,7 @@ def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
             )
         )
     except CoordinatorError as exc:
-        code = map_append_error(exc.code)
-        message = exc.args[0] if exc.args and exc.args[0] != exc.code.name and code is exc.code else code.message
-        return _response(version, code, message)
+        return _response(version, *coordinator_error(exc))
     response = _response(
         version,
         ErrorCode.NONE,
@@ -118,14 +117,4 @@ def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         heartbeat_interval_ms=result.heartbeat_interval_ms,
         assignment=result.assignment,
     )
-    if waiter is None:
-        return response
-
-    async def durable() -> Any:
-        try:
-            await waiter
-        except Exception:
-            return _response(version, ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR.message)
-        return response
-
-    return durable()
+    return when_durable(response, waiter, lambda: _response(version, ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR.message))

@@ -59,10 +59,7 @@ def _results(
 
 
 def _unavailable(request: Any) -> list[tuple[uuid.UUID, list[PartitionResult]]]:
-    return [
-        (_topic_id(t.topic_id), [PartitionResult(p.partition, ErrorCode.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE) for p in t.partitions])
-        for t in request.topics
-    ]
+    return _error_of(request.topics, ErrorCode.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE)
 
 
 def _serve(
@@ -73,18 +70,7 @@ def _serve(
 ) -> Any:
     """The shared steps: CLUSTER_ACTION, the coordinator running, the operations, the durability wait."""
     if not authz.cluster_allowed(ctx, authz.Op.CLUSTER_ACTION):
-        return build(
-            [
-                (
-                    _topic_id(t.topic_id),
-                    [
-                        PartitionResult(p.partition, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED.message)
-                        for p in t.partitions
-                    ],
-                )
-                for t in request.topics
-            ]
-        )
+        return build(_error_of(request.topics, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     coordinator = getattr(ctx.broker, "share_coordinator", None)
     if not request.topics or any(not t.partitions for t in request.topics) or not request.group_id:
         return build([])
@@ -116,28 +102,41 @@ def _serve(
     return durable()
 
 
-def _error_of(topics: Any, code: ErrorCode) -> list[tuple[uuid.UUID, list[PartitionResult]]]:
-    return [(_topic_id(t.topic_id), [PartitionResult(p.partition, code, code.message) for p in t.partitions]) for t in topics]
+def _error_of(topics: Any, code: ErrorCode, message: str | None = None) -> list[tuple[uuid.UUID, list[PartitionResult]]]:
+    """Every partition of `topics` failed with `code` (and `message`, else the code's own)."""
+    text = code.message if message is None else message
+    return [(_topic_id(t.topic_id), [PartitionResult(p.partition, code, text) for p in t.partitions]) for t in topics]
+
+
+Results = list[tuple[uuid.UUID, list[PartitionResult]]]
+# a partition's fields past partition, error_code and error_message: (result, ok, the wire class) -> fields
+ExtraFields = Callable[[PartitionResult, bool, Any], dict[str, Any]]
+
+
+def _builder(response: Any, result: str, extra: ExtraFields | None = None) -> Callable[[int], Callable[[Results], Any]]:
+    """The answer builder of one of these APIs: `response`'s `result` structs (topic id and
+    partitions), each partition with its error and `extra`'s fields."""
+
+    def for_version(version: int) -> Callable[[Results], Any]:
+        def build(results: Results) -> Any:
+            Result = getattr(response, result)
+            Partition = Result.PartitionResult
+
+            def partition(r: PartitionResult) -> Any:
+                fields = extra(r, r.error is ErrorCode.NONE, Partition) if extra is not None else {}
+                return Partition(partition=r.partition, error_code=r.error, error_message=r.message, **fields)
+
+            return response(version=version, results=[Result(topic_id=t, partitions=[partition(r) for r in rs]) for t, rs in results])
+
+        return build
+
+    return for_version
 
 
 # -- InitializeShareGroupState ----------------------------------------------------------------
 
 
-def _initialize_build(version: int) -> Callable[[list[tuple[uuid.UUID, list[PartitionResult]]]], Any]:
-    def build(results: list[tuple[uuid.UUID, list[PartitionResult]]]) -> Any:
-        Result = InitializeResponse.InitializeStateResult
-        return InitializeResponse(
-            version=version,
-            results=[
-                Result(
-                    topic_id=t,
-                    partitions=[Result.PartitionResult(partition=r.partition, error_code=r.error, error_message=r.message) for r in rs],
-                )
-                for t, rs in results
-            ],
-        )
-
-    return build
+_initialize_build = _builder(InitializeResponse, "InitializeStateResult")
 
 
 @api(
@@ -159,29 +158,15 @@ def _batches_out(cls: Any, batches: list[StateBatch]) -> list[Any]:
     ]
 
 
-def _read_build(version: int) -> Callable[[list[tuple[uuid.UUID, list[PartitionResult]]]], Any]:
-    def build(results: list[tuple[uuid.UUID, list[PartitionResult]]]) -> Any:
-        Result = ReadResponse.ReadStateResult
-        Partition = Result.PartitionResult
-        out = []
-        for t, rs in results:
-            parts = []
-            for r in rs:
-                ok = r.error is ErrorCode.NONE
-                parts.append(
-                    Partition(
-                        partition=r.partition,
-                        error_code=r.error,
-                        error_message=r.message,
-                        state_epoch=r.state_epoch if ok else 0,
-                        start_offset=r.start_offset if ok else 0,
-                        state_batches=_batches_out(Partition.StateBatch, r.batches) if ok else [],
-                    )
-                )
-            out.append(Result(topic_id=t, partitions=parts))
-        return ReadResponse(version=version, results=out)
-
-    return build
+_read_build = _builder(
+    ReadResponse,
+    "ReadStateResult",
+    lambda r, ok, Partition: {
+        "state_epoch": r.state_epoch if ok else 0,
+        "start_offset": r.start_offset if ok else 0,
+        "state_batches": _batches_out(Partition.StateBatch, r.batches) if ok else [],
+    },
+)
 
 
 @api(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, error_response=lambda req, code: _read_build(req.version)(_error_of(req.topics, code)))
@@ -192,21 +177,7 @@ def handle_read_share_group_state(ctx: RequestContext, request: Any) -> Any:
 # -- WriteShareGroupState -------------------------------------------------------------------
 
 
-def _write_build(version: int) -> Callable[[list[tuple[uuid.UUID, list[PartitionResult]]]], Any]:
-    def build(results: list[tuple[uuid.UUID, list[PartitionResult]]]) -> Any:
-        Result = WriteResponse.WriteStateResult
-        return WriteResponse(
-            version=version,
-            results=[
-                Result(
-                    topic_id=t,
-                    partitions=[Result.PartitionResult(partition=r.partition, error_code=r.error, error_message=r.message) for r in rs],
-                )
-                for t, rs in results
-            ],
-        )
-
-    return build
+_write_build = _builder(WriteResponse, "WriteStateResult")
 
 
 @api(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 1, error_response=lambda req, code: _write_build(req.version)(_error_of(req.topics, code)))
@@ -224,21 +195,7 @@ def handle_write_share_group_state(ctx: RequestContext, request: Any) -> Any:
 # -- DeleteShareGroupState ------------------------------------------------------------------
 
 
-def _delete_build(version: int) -> Callable[[list[tuple[uuid.UUID, list[PartitionResult]]]], Any]:
-    def build(results: list[tuple[uuid.UUID, list[PartitionResult]]]) -> Any:
-        Result = DeleteResponse.DeleteStateResult
-        return DeleteResponse(
-            version=version,
-            results=[
-                Result(
-                    topic_id=t,
-                    partitions=[Result.PartitionResult(partition=r.partition, error_code=r.error, error_message=r.message) for r in rs],
-                )
-                for t, rs in results
-            ],
-        )
-
-    return build
+_delete_build = _builder(DeleteResponse, "DeleteStateResult")
 
 
 @api(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, error_response=lambda req, code: _delete_build(req.version)(_error_of(req.topics, code)))
@@ -249,30 +206,16 @@ def handle_delete_share_group_state(ctx: RequestContext, request: Any) -> Any:
 # -- ReadShareGroupStateSummary -------------------------------------------------------------
 
 
-def _summary_build(version: int) -> Callable[[list[tuple[uuid.UUID, list[PartitionResult]]]], Any]:
-    def build(results: list[tuple[uuid.UUID, list[PartitionResult]]]) -> Any:
-        Result = SummaryResponse.ReadStateSummaryResult
-        Partition = Result.PartitionResult
-        out = []
-        for t, rs in results:
-            parts = []
-            for r in rs:
-                ok = r.error is ErrorCode.NONE
-                parts.append(
-                    Partition(
-                        partition=r.partition,
-                        error_code=r.error,
-                        error_message=r.message,
-                        state_epoch=r.state_epoch if ok else 0,
-                        leader_epoch=r.leader_epoch if ok else 0,
-                        start_offset=r.start_offset if ok else 0,
-                        delivery_complete_count=r.delivery_complete_count if ok else -1,
-                    )
-                )
-            out.append(Result(topic_id=t, partitions=parts))
-        return SummaryResponse(version=version, results=out)
-
-    return build
+_summary_build = _builder(
+    SummaryResponse,
+    "ReadStateSummaryResult",
+    lambda r, ok, Partition: {
+        "state_epoch": r.state_epoch if ok else 0,
+        "leader_epoch": r.leader_epoch if ok else 0,
+        "start_offset": r.start_offset if ok else 0,
+        "delivery_complete_count": r.delivery_complete_count if ok else -1,
+    },
+)
 
 
 @api(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 1, error_response=lambda req, code: _summary_build(req.version)(_error_of(req.topics, code)))

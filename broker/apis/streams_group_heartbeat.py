@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.apis.heartbeat_answers import coordinator_error, when_durable
 from broker.config import topic_configs
 from broker.config.types import ConfigError
 from broker.coordinator.streams.manager import StreamsHeartbeat, StreamsHeartbeatResult
 from broker.coordinator.streams.topics import InternalTopic, Status
 from broker.network.context import RequestContext
 from broker.network.registry import api
-from broker.runtime.errors import CoordinatorError, map_append_error
+from broker.runtime.errors import CoordinatorError
 from broker.security import authorize as authz
 from broker.topics.catalog import TopicError, name_error
 from broker.topics.placement import PlacementError
@@ -211,25 +212,14 @@ def handle_streams_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     try:
         result, waiter = shard.streams.heartbeat(req)
     except CoordinatorError as exc:
-        code = map_append_error(exc.code)
+        code, message = coordinator_error(exc)
         if code is ErrorCode.UNKNOWN_SERVER_ERROR:
             return _failed(ctx, code)  # Kafka answers unexpected failures without a message
-        message = exc.args[0] if exc.args and exc.args[0] != exc.code.name and code is exc.code else code.message
         return _failed(ctx, code, message)
     if result.topics_to_create:
         _create_internal_topics(ctx, request.group_id, result)
     response = _response(ctx.api_version, ErrorCode.NONE, None, result)
-    if waiter is None:
-        return response
-
-    async def durable() -> Any:
-        try:
-            await waiter
-        except Exception:
-            return _failed(ctx, ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR.message)
-        return response
-
-    return durable()
+    return when_durable(response, waiter, lambda: _failed(ctx, ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR.message))
 
 
 def _create_internal_topics(ctx: RequestContext, group_id: str, result: StreamsHeartbeatResult) -> None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from broker.coordinator.consumer.group import MemberState
+from broker.coordinator.sessions import MemberSessions
 from broker.coordinator.share import assignor
 from broker.coordinator.share.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -91,10 +92,6 @@ class ShareHeartbeatResult:
     assignment: Partitions | None = None
 
 
-def _session_key(group_id: str, member_id: str) -> str:
-    return f"share-session-{group_id}-{member_id}"
-
-
 def key_of(kind: int, group_id: str, member_id: str | None = None) -> bytes:
     return srec.share_group_key(kind, group_id, member_id)
 
@@ -109,7 +106,7 @@ class ShareGroupManager:
         self.timers = shard.timers
         self.config = shard.config
         self.state_partitions: dict[str, StatePartitions] = {}
-        self._session_deadlines: dict[tuple[str, str], float] = {}
+        self.sessions = MemberSessions(self.timers, "share-session", lambda g: self.session_timeout_ms(g), self._session_expired)
         self.heartbeats = 0
         self.epoch_bumps = 0
         self.members_fenced = 0
@@ -239,11 +236,11 @@ class ShareGroupManager:
 
     def on_loaded(self) -> None:
         """Every member gets a session timer again (onLoaded)."""
-        self._session_deadlines.clear()
+        self.sessions.clear()
         for group in self.groups.values():
             group.metadata_refresh = True
             for member_id in group.members:
-                self._schedule_session(group.group_id, member_id)
+                self.sessions.schedule(group.group_id, member_id)
             if group.members:
                 log.info("loaded share group", group=group.group_id, members=len(group.members), group_epoch=group.group_epoch)
 
@@ -387,7 +384,7 @@ class ShareGroupManager:
         reconciled = self._reconcile(group.group_id, updated, target_epoch, target, bump, records)
         init = self._maybe_initialize_request(group.group_id, group_epoch, set(subscribed), records)
         waiter = self.shard.write(records)
-        self._schedule_session(group.group_id, reconciled.member_id)
+        self.sessions.schedule(group.group_id, reconciled.member_id)
         result = ShareHeartbeatResult(reconciled.member_id, reconciled.member_epoch, self.heartbeat_interval_ms(group.group_id))
         if joining or req.subscribed_topic_names is not None or reconciled.assigned != member.assigned:
             result.assignment = dict(reconciled.assigned)
@@ -668,31 +665,9 @@ class ShareGroupManager:
         return waiter
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timers.cancel(_session_key(group_id, member_id))
-        self._session_deadlines.pop((group_id, member_id), None)
+        self.sessions.cancel(group_id, member_id)
 
-    def _schedule_session(self, group_id: str, member_id: str) -> None:
-        """The member's session deadline moves with every heartbeat; the timer is re-armed only when it fires early."""
-        timeout = self.session_timeout_ms(group_id)
-        key = (group_id, member_id)
-        deadline = asyncio.get_running_loop().time() + timeout / 1000
-        self._session_deadlines[key] = deadline
-        timer = _session_key(group_id, member_id)
-        armed = self.timers.deadline(timer)
-        if armed is None or armed > deadline:
-            self.timers.schedule(timer, timeout, lambda: self._session_check(group_id, member_id), group=group_id)
-
-    def _session_check(self, group_id: str, member_id: str) -> None:
-        deadline = self._session_deadlines.get((group_id, member_id))
-        if deadline is None:
-            return
-        remaining = deadline - asyncio.get_running_loop().time()
-        if remaining > 0:
-            self.timers.schedule(
-                _session_key(group_id, member_id), remaining * 1000, lambda: self._session_check(group_id, member_id), group=group_id
-            )
-            return
-        del self._session_deadlines[(group_id, member_id)]
+    def _session_expired(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:

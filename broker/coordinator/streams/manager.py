@@ -14,7 +14,6 @@ replace, so a new group's soft state starts afresh on its next heartbeat, as Kaf
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import struct
 import time
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.coordinator.sessions import MemberSessions
 from broker.coordinator.streams import assignor as sticky
 from broker.coordinator.streams.group import MemberTaskOffsets, StreamsGroup, StreamsGroupState
 from broker.coordinator.streams.javaorder import hashmap_order
@@ -101,10 +101,6 @@ class StreamsHeartbeatResult:
     topics_to_create: dict[str, InternalTopic] = field(default_factory=dict)
 
 
-def _session_key(group_id: str, member_id: str) -> str:
-    return f"streams-session-{group_id}-{member_id}"
-
-
 def _rebalance_key(group_id: str, member_id: str) -> str:
     return f"streams-rebalance-{group_id}-{member_id}"
 
@@ -119,7 +115,7 @@ class StreamsGroupManager:
         self.timers = shard.timers
         self.config = shard.config
         self.stats = shard.service.stats
-        self._session_deadlines: dict[tuple[str, str], float] = {}
+        self.sessions = MemberSessions(self.timers, "streams-session", lambda g: self.session_timeout_ms(g), self._session_expired)
 
     @property
     def groups(self) -> dict[str, StreamsGroup]:
@@ -305,11 +301,11 @@ class StreamsGroupManager:
 
     def on_loaded(self) -> None:
         """Session timers for every member, rebalance timers for those revoking (Kafka's onLoaded)."""
-        self._session_deadlines.clear()
+        self.sessions.clear()
         for group in self.groups.values():
             group.metadata_refresh = True
             for member in group.members.values():
-                self._schedule_session(group.group_id, member.member_id)
+                self.sessions.schedule(group.group_id, member.member_id)
                 if member.state is MemberState.UNREVOKED_TASKS:
                     self._schedule_rebalance(group.group_id, member.member_id, member.member_epoch, member.rebalance_timeout_ms)
             log.info("loaded streams group", group=group.group_id, members=len(group.members), group_epoch=group.group_epoch)
@@ -577,7 +573,7 @@ class StreamsGroupManager:
         waiter = self._write(req.group_id, records) if records else None
         group = self.groups.get(req.group_id, group)  # a new group exists once its records are replayed
         self._after_write(group, member, reconciled, was_stable)
-        self._schedule_session(req.group_id, req.member_id)
+        self.sessions.schedule(req.group_id, req.member_id)
         return result, waiter
 
     def _write(self, group_id: str, records: list[Record]) -> Awaitable[Any] | None:
@@ -970,33 +966,12 @@ class StreamsGroupManager:
         return waiter
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timers.cancel(_session_key(group_id, member_id))
-        self._session_deadlines.pop((group_id, member_id), None)
+        self.sessions.cancel(group_id, member_id)
         self.timers.cancel(_rebalance_key(group_id, member_id))
 
     # -- timers (KS-20, KS-21) --------------------------------------------------------------------
 
-    def _schedule_session(self, group_id: str, member_id: str) -> None:
-        timeout = self.session_timeout_ms(group_id)
-        key = (group_id, member_id)
-        deadline = asyncio.get_running_loop().time() + timeout / 1000
-        self._session_deadlines[key] = deadline
-        timer = _session_key(group_id, member_id)
-        armed = self.timers.deadline(timer)
-        if armed is None or armed > deadline:
-            self.timers.schedule(timer, timeout, lambda: self._session_check(group_id, member_id), group=group_id)
-
-    def _session_check(self, group_id: str, member_id: str) -> None:
-        deadline = self._session_deadlines.get((group_id, member_id))
-        if deadline is None:
-            return
-        remaining = deadline - asyncio.get_running_loop().time()
-        if remaining > 0:
-            self.timers.schedule(
-                _session_key(group_id, member_id), remaining * 1000, lambda: self._session_check(group_id, member_id), group=group_id
-            )
-            return
-        del self._session_deadlines[(group_id, member_id)]
+    def _session_expired(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
