@@ -264,7 +264,8 @@ def _create(ctx: RequestContext, topic: InternalTopic) -> str | None:
         topics.check_new(topic.name, topic.partitions)
         configs = topic_configs.validate_new_configs(topic.configs.items(), ctx.broker.config)
         # 0 or -1 (Streams' replication.factor default): the broker's default.replication.factor
-        replication_factor = topic.replication_factor if topic.replication_factor > 0 else topics.placement.default_replication_factor
+        asked = topic.replication_factor or 0  # None when the topology names none
+        replication_factor = asked if asked > 0 else topics.placement.default_replication_factor
         replicas = topics.placement.place(topic.partitions, replication_factor)
         created = topics.create(topic.name, topic.partitions, configs, replicas=replicas)
     except (TopicError, PlacementError) as exc:

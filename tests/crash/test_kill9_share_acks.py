@@ -121,6 +121,12 @@ async def test_answered_acknowledgements_survive_sigkill(tmp_path: Path) -> None
             stop = asyncio.Event()
             tasks = [asyncio.create_task(_member(bp.bootstrap, answered, held, unsure, stop)) for _ in range(MEMBERS)]
             await asyncio.sleep(rng.uniform(0.3, 1.2))  # a random moment in the middle of the load
+            # ... at which a member holds records it has not sent acknowledgements for yet (on a
+            # loaded machine the members may still be joining after the random pause)
+            deadline = asyncio.get_running_loop().time() + 60
+            while not held - set(answered) - unsure:
+                assert asyncio.get_running_loop().time() < deadline, "no member acquired records within 60 s"
+                await asyncio.sleep(0.005)
             bp.kill()
             stop.set()
             await asyncio.gather(*tasks)

@@ -49,16 +49,16 @@ def test_share_groups_list_describe_lag_reset_and_delete(broker_proc: Callable[.
         assert code == OK and lag["total_lag"] == 2
         [p] = lag["partitions"]
         assert (p["start_offset"], p["log_end"], p["lag"], p["members"]) == (0, 6, 2, [member["member_id"]])
-        code, _, err = kaflet(bs, "groups", "reset-offsets", "--group", "queue", "--topic", "jobs", "--to-earliest", "--execute")
+        code, _, err = kaflet(bs, "groups", "reset-offsets", "queue", "--topic", "jobs", "--to-earliest", "--execute")
         assert code == GROUP_ACTIVE and "not empty" in err
         code, text, _ = kaflet(bs, "groups", "describe", "queue", output="table")
         assert code == OK and "START-OFFSET" in text and "Type: share" in text
     finally:
         worker.close()
     wait_until(lambda: kaflet(bs, "groups", "describe", "queue")[1]["groups"][0]["members"] == [], timeout=30, message="member gone")
-    code, out, _ = kaflet(bs, "groups", "reset-offsets", "--group", "queue", "--topic", "jobs", "--to-offset", "1")
+    code, out, _ = kaflet(bs, "groups", "reset-offsets", "queue", "--topic", "jobs", "--to-offset", "1")
     assert code == OK and out["executed"] is False and out["partitions"][0]["new"] == 1
-    code, out, _ = kaflet(bs, "groups", "reset-offsets", "--group", "queue", "--topic", "jobs", "--shift-by", "3", "--execute")
+    code, out, _ = kaflet(bs, "groups", "reset-offsets", "queue", "--topic", "jobs", "--shift-by", "3", "--execute")
     assert code == OK and out["partitions"][0]["current"] == 0 and out["partitions"][0]["new"] == 3
     code, out, _ = kaflet(bs, "groups", "lag", "queue")
     assert out["groups"][0]["partitions"][0]["start_offset"] == 3 and out["groups"][0]["total_lag"] == 3
