@@ -10,6 +10,7 @@ what it does when other topics change (OR-5, KH-8).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -79,6 +80,11 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
         self.logs = services.writer  # lag-aware assignment reads partition logs through it too
         self.group_configs = group_configs
         self.stats = CoordinatorStats()
+        # The topic metadata's version (Kafka: the metadata image's offset), a millisecond clock bumped by
+        # every topic event, and the version of the last creation: regex resolutions record the first, and
+        # one older than the second is stale (broker/coordinator/consumer/manager.py).
+        self.metadata_version = int(time.time() * 1000)
+        self.new_topics_version = self.metadata_version
         # Commits are batched unless every answer must wait for an fsync (--fsync always).
         self.batches_commits = config.fsync != "always"
 
@@ -120,8 +126,9 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
     def _on_topic_changed(self, topic: Topic, created_or_deleted: bool) -> None:
         """KH-8: consumer groups subscribed to the topic (by name or regex) refresh their
         subscription metadata, and so bump their epoch, at their next heartbeat."""
-        if topic.internal:
-            return
+        self.metadata_version = max(self.metadata_version + 1, int(time.time() * 1000))
+        if created_or_deleted and self.topics.get(topic.name) is topic:
+            self.new_topics_version = self.metadata_version  # a creation (a deleted topic is no longer listed)
         for shard in self.active_shards():
             if shard.consumer_groups:
                 shard.consumer.on_topic_event(topic.name, created_or_deleted)

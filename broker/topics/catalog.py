@@ -119,6 +119,10 @@ class TopicManager:
     def get_by_id(self, topic_id: uuid.UUID | None) -> Topic | None:
         return self.by_id.get(topic_id) if topic_id is not None else None
 
+    def racks_of(self, topic: str, partition: int) -> frozenset[str]:
+        """The racks of the partition's replicas (broker/runtime/metadata.py); none: no broker has a rack."""
+        return frozenset()
+
     def names(self) -> list[str]:
         return list(self.topics)
 

@@ -93,13 +93,13 @@ async def test_lag_aware_counts_from_the_committed_offset(broker: Broker, raw: C
     assert owned(broker, c0) == {2} and owned(broker, c1) == {0, 1}
     # A commit ahead of the log (after a truncation) counts 0, not a negative lag.
     shard = broker.coordinator.shard_for("g")
-    lag = shard.consumer._lag_function("g", {})
+    lag = shard.consumer._lag_function("g")
     assert [lag("t", p) for p in range(3)] == [0, 40, 50]
     assert lag("absent", 0) == 0
     assert lag.topic_lags("t", 4) == [0, 40, 50, 0]  # the bulk form agrees; a partition that does not exist lags 0
     # The broker default `latest` makes an uncommitted partition lag 0, a committed one still counts.
     broker.config.lag_aware_uncommitted = "latest"
-    latest = shard.consumer._lag_function("g", {})
+    latest = shard.consumer._lag_function("g")
     assert [latest("t", p) for p in range(3)] == latest.topic_lags("t", 3) == [0, 40, 0]
 
 
