@@ -4,7 +4,7 @@ and timers like any other (GE-6).
 
 Tasks are keyed: a key has at most one task scheduled, and `is_scheduled(key)` tells (Kafka's
 `executor.isScheduled`). When the task is done, `on_done(result, error)` runs on the loop and may return
-records, which are written as the operation's result; if the shard was unloaded meanwhile (moved,
+records, which are written as the operation's result (or write them itself, as an operation may); if the shard was unloaded meanwhile (moved,
 reloaded, its topic deleted), the result is dropped, as Kafka drops one whose partition is no longer
 served. One background thread serves every shard of the process (Kafka's
 `group.coordinator.background.threads`): on two cores the loop keeps one and the thread the other.

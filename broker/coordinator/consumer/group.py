@@ -74,7 +74,7 @@ def from_partitions(parts: Partitions) -> orec.TopicPartitions:
     return [(topic_id, sorted(ps)) for topic_id, ps in sorted(parts.items(), key=lambda kv: kv[0].bytes) if ps]
 
 
-@dataclass
+@dataclass(slots=True)
 class ConsumerMember:
     member_id: str
     instance_id: str | None = None
@@ -371,6 +371,10 @@ class ConsumerGroup:
             self.target.pop(member_id, None)
         else:
             self.target[member_id] = to_partitions(value)
+
+    def set_target(self, member_id: str, partitions: Partitions) -> None:
+        """apply_target of a record this coordinator just wrote from `partitions` (no decoding)."""
+        self.target[member_id] = {t: ps for t, ps in partitions.items() if ps}
 
     def apply_target_metadata(self, epoch: int, timestamp: int) -> None:
         if epoch != self.assignment_epoch:

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.coordinator.consumer import regex as regexes
+from broker.coordinator.consumer import target as targets
 from broker.coordinator.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -92,6 +93,8 @@ REGEX_REFRESH_MIN_MS = 10_000  # Kafka: no group's expressions are resolved twic
 REGEX_REFRESH_INTERVAL_MS = 600_000  # Kafka's internal group.consumer.regex.refresh.interval.ms
 ASSIGNMENT_COST_FACTOR = 20  # kaflet: a group's target is recomputed at most once per 20x the last one's time,
 ASSIGNMENT_FREE_MS = 5.0  # unless that took less than this: small groups follow every change at once
+OFFLOAD_MS = 5.0  # a group whose last target computation took this long computes the next in the background,
+OFFLOAD_SIZE = 200  # as does one with this many members, or subscribed topics, whatever the last one cost
 _MASK64 = (1 << 64) - 1
 
 
@@ -152,7 +155,9 @@ class ConsumerGroupManager:
         self._session_deadlines: dict[tuple[str, str], float] = {}  # KH-12: (group, member) -> loop time
         self.executor = CoordinatorExecutor(lambda: shard.state is ShardState.ACTIVE, shard.context.apply)
         self._topic_hashes: dict[str, int] = {}  # Kafka's topicHashCache
-        self._assignment_cost_ms: dict[str, float] = {}  # group -> how long its last target computation took
+        self._hash_generation = 0
+        # group -> the CPU its last two target computations took (a lone slow one, a GC pass, throttles nothing)
+        self._assignment_costs: dict[str, tuple[float, float]] = {}
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -319,6 +324,12 @@ class ConsumerGroupManager:
         cached = self._topic_hashes.get(name)
         if cached is not None:
             return cached
+        value = self._compute_topic_hash(name)
+        if value:
+            self._topic_hashes[name] = value
+        return value
+
+    def _compute_topic_hash(self, name: str) -> int:
         topic = self.topics.get(name)
         if topic is None:
             return 0
@@ -335,9 +346,7 @@ class ConsumerGroupManager:
                     for rack in sorted(racks):
                         raw = rack.encode()
                         h.update(len(raw).to_bytes(4, "big") + raw)
-        value = int.from_bytes(h.digest(), "big")
-        self._topic_hashes[name] = value
-        return value
+        return int.from_bytes(h.digest(), "big")
 
     def metadata_hash(self, names: Any) -> int:
         """Kafka's computeMetadataHash over the subscribed topics that exist; 0 for none. Order-free (a sum),
@@ -401,6 +410,7 @@ class ConsumerGroupManager:
         """A topic was created, deleted or grew: its hash is stale, and groups subscribed to it refresh their
         metadata at their next heartbeat (Kafka's onMetadataUpdate: requestMetadataRefresh)."""
         self._topic_hashes.pop(name, None)
+        self._hash_generation += 1  # a hash made in the background before this event is not kept
         for group in self.groups.values():
             if group.is_subscribed_to(name):
                 group.metadata_refresh = True
@@ -452,15 +462,17 @@ class ConsumerGroupManager:
         last = group.last_regex_refresh_ms()
         if last is not None and now <= last + REGEX_REFRESH_MIN_MS:
             return status
-        counts = dict(group.subscribed_regexes)
-        if old is not None:
-            n = counts.get(old, 0) - 1
-            if n > 0:
-                counts[old] = n
-            else:
-                counts.pop(old, None)
-        if new is not None:
-            counts[new] = counts.get(new, 0) + 1
+        counts = group.subscribed_regexes
+        if old != new:  # the group's counts once this member's change applies (a copy only then)
+            counts = dict(counts)
+            if old is not None:
+                n = counts.get(old, 0) - 1
+                if n > 0:
+                    counts[old] = n
+                else:
+                    counts.pop(old, None)
+            if new is not None:
+                counts[new] = counts.get(new, 0) + 1
         require_refresh |= len(counts) != len(group.resolved_regexes)
         require_refresh |= group.last_regex_version() < self.shard.service.new_topics_version
         require_refresh |= last is None or now > last + getattr(
@@ -476,37 +488,52 @@ class ConsumerGroupManager:
         names = list(self.topics.topics)  # every topic, internal ones included, as Kafka's topicNames()
         version = self.shard.service.metadata_version
         started = self.now_ms()
+        generation = self._hash_generation
         log.info("resolving regular expressions", group=gid, regexes=len(wanted), topics=len(names))
+
+        def work() -> tuple[dict[str, frozenset[str]], dict[str, int]]:
+            resolved = regexes.resolve(wanted, names)
+            # The matched topics' hashes, made here rather than on the loop when the result is applied.
+            matched = set().union(*resolved.values()) if resolved else set()
+            return resolved, {name: self._compute_topic_hash(name) for name in matched if name not in self._topic_hashes}
+
         self.executor.schedule(
             _regex_key(gid),
-            lambda: regexes.resolve(wanted, names),
-            lambda result, error: self._regexes_resolved(gid, member_id, result, error, version, started, describable),
+            work,
+            lambda result, error: self._regexes_resolved(gid, result, error, version, started, describable, generation),
         )
 
     def _regexes_resolved(
         self,
         gid: str,
-        member_id: str,
-        result: dict[str, frozenset[str]] | None,
+        result: tuple[dict[str, frozenset[str]], dict[str, int]] | None,
         error: BaseException | None,
         version: int,
         started: int,
         describable: Callable[[set[str]], set[str]] | None,
-    ) -> list[Record] | None:
-        """Kafka's handleRegularExpressionsResult: a shard operation on the loop."""
+        generation: int,
+    ) -> None:
+        """Kafka's handleRegularExpressionsResult: a shard operation on the loop. Its records (one per
+        expression, thousands in a large group) are written and their effect applied without decoding them
+        again, as offset commits are."""
         if error is not None or result is None:
             log.error("could not resolve regular expressions", group=gid, error=repr(error))
-            return None
+            return
         group = self.groups.get(gid)
         if group is None:
-            return None
+            return
+        resolved, hashes = result
+        if generation == self._hash_generation:
+            for name, value in hashes.items():
+                self._topic_hashes.setdefault(name, value)
         if describable is not None:
-            allowed = describable(set().union(*result.values())) if result else set()
-            result = {regex: topics & allowed for regex, topics in result.items()}
+            allowed = describable(set().union(*resolved.values())) if resolved else set()
+            resolved = {regex: topics & allowed for regex, topics in resolved.items()}
         records: list[Record] = []
+        applied: list[tuple[str, orec.ResolvedRegex]] = []
         by_regex: dict[str, int] | None = None
         bump = False
-        for regex, topics in result.items():
+        for regex, topics in resolved.items():
             if group.num_subscribed_members(regex) == 0:
                 continue
             old = group.resolved_regexes.get(regex, NO_RESOLVED_REGEX)
@@ -522,19 +549,27 @@ class ConsumerGroupManager:
                         by_regex.pop(name, None)
                 for name in topics:
                     by_regex[name] = by_regex.get(name, 0) + 1
-            records.append(self._regex_record(gid, regex, orec.ResolvedRegex(topics, version, started)))
+            entry = orec.ResolvedRegex(topics, version, started)
+            records.append(self._regex_record(gid, regex, entry))
+            applied.append((regex, entry))
         names = group.names_by_name.keys() | (by_regex if by_regex is not None else group.names_by_regex).keys()
         metadata_hash = self.metadata_hash(names)
         if metadata_hash != group.metadata_hash:
             bump = True
-        log.info("regular expressions resolved", group=gid, regexes=len(result), ms=self.now_ms() - started, changed=bump)
+        log.info("regular expressions resolved", group=gid, regexes=len(resolved), ms=self.now_ms() - started, changed=bump)
+        epoch = group.group_epoch + 1
         if bump:
-            epoch = group.group_epoch + 1
             records.append(self._epoch_record(gid, epoch, metadata_hash))
+        if not records:
+            return
+        self.shard.write(records, replay=False)
+        for regex, entry in applied:
+            group.apply_resolved_regex(regex, entry)
+        if bump:
+            group.group_epoch, group.metadata_hash = epoch, metadata_hash
             log.info("group epoch bumped", group=gid, group_epoch=epoch, reason="regular expressions resolved")
             self.stats.consumer_epoch_bumps += 1
             group.metadata_refresh = False
-        return records
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------------
 
@@ -877,107 +912,107 @@ class ConsumerGroupManager:
             target = group.target.get(replaced)
         return target or {}
 
+    def _assignment_cost(self, group_id: str) -> float:
+        """The CPU (ms) a target computation of the group costs: the smaller of its last two."""
+        return min(self._assignment_costs.get(group_id, (0.0, 0.0)))
+
     def _can_compute_target(self, group: ConsumerGroup) -> bool:
         """Kafka 4.4's canComputeNextTargetAssignment, with kaflet's cost floor (module docstring)."""
         last = group.assignment_timestamp
         if last == 0:
             return True
-        interval = max(
-            self.assignment_interval_ms(group.group_id), ASSIGNMENT_COST_FACTOR * self._assignment_cost_ms.get(group.group_id, 0.0)
-        )
+        cost = self._assignment_cost(group.group_id)
+        interval = max(self.assignment_interval_ms(group.group_id), ASSIGNMENT_COST_FACTOR * cost if cost >= ASSIGNMENT_FREE_MS else 0)
         return interval <= 0 or self.now_ms() >= last + interval
 
     def _maybe_update_target(
         self, group: ConsumerGroup, group_epoch: int, updated: ConsumerMember, replaced: str | None, records: list[Record]
     ) -> tuple[int, Partitions]:
-        """Kafka's maybeUpdateTargetAssignment: (the target epoch, the member's target)."""
+        """Kafka's maybeUpdateTargetAssignment: (the target epoch, the member's target). A group whose last
+        computation took OFFLOAD_MS or more computes in the background thread: this heartbeat, like those
+        that follow until the result is written, goes on with the last target (the group stays Assigning)."""
         if group.assignment_epoch >= group_epoch or not self._can_compute_target(group):
             return group.assignment_epoch, self._last_target(group, updated, replaced)
-        return group_epoch, self._update_target(group, group_epoch, updated, replaced, records)
-
-    def _members_view(self, group: ConsumerGroup, updated: ConsumerMember | None, replaced: str | None) -> dict[str, ConsumerMember]:
-        """The group's members as they will be once this operation's records are applied."""
-        members = dict(group.members)
-        if replaced is not None:
-            members.pop(replaced, None)
-        if updated is not None:
-            members[updated.member_id] = updated
-        return members
-
-    def _update_target(
-        self, group: ConsumerGroup, group_epoch: int, updated: ConsumerMember | None, replaced: str | None, records: list[Record]
-    ) -> Partitions:
-        """KH-9, KA-1, KA-2: a new target for every member; records for those whose target changed."""
-        from broker.coordinator import assignors
-
-        members = self._members_view(group, updated, replaced)
-        name = self._preferred_assignor(members) if updated is None else self._preferred_with(group, updated, replaced)
-        topics = self.topics
-        # Every topic a member subscribes to that exists, by name: the assignor's SubscribedTopicDescriber.
-        partitions: dict[str, int] = {}
-        ids: dict[str, uuid.UUID] = {}
-        by_id: dict[uuid.UUID, str] = {}
-        specs = {}
-        for mid, m in members.items():
-            subscribed = []
-            for n in group.subscribed_names(m):
-                if n not in partitions:
-                    topic = topics.get(n)
-                    if topic is None:
-                        continue
-                    partitions[n] = topic.partitions
-                    ids[n] = topic.topic_id
-                    by_id[topic.topic_id] = n
-                subscribed.append(n)
-            current = group.target.get(mid)
-            if current is None and replaced is not None and updated is not None and mid == updated.member_id:
-                current = group.target.get(replaced)
-            current_by_name = {by_id[t]: ps for t, ps in (current or {}).items() if t in by_id}
-            specs[mid] = assignors.MemberSpec(mid, m.instance_id, m.rack_id, frozenset(subscribed), current_by_name)
-        racks_of = getattr(topics, "racks_of", None)
-        spec = assignors.GroupSpec(group.group_id, specs, partitions, self._lag_function(group.group_id), racks=racks_of)
-        started = time.monotonic()
+        inp = self._target_input(group, group_epoch, updated, replaced)
+        if (
+            self._assignment_cost(group.group_id) >= OFFLOAD_MS
+            or len(inp.members) >= OFFLOAD_SIZE
+            or len(group.names_by_name) + len(group.names_by_regex) >= OFFLOAD_SIZE
+        ):
+            self._compute_in_background(group, inp)
+            return group.assignment_epoch, self._last_target(group, updated, replaced)
         try:
-            result = assignors.get(name).assign(spec)
+            out = targets.compute(inp)
         except Exception as exc:
-            log.error("target assignment failed", group=group.group_id, assignor=name, group_epoch=group_epoch, error=str(exc))
+            log.error("target assignment failed", group=group.group_id, assignor=inp.assignor, group_epoch=group_epoch, error=str(exc))
             raise CoordinatorError(
                 ErrorCode.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment for epoch {group_epoch}: {exc}"
             ) from exc
-        elapsed_ms = (time.monotonic() - started) * 1000
-        new_targets: dict[str, Partitions] = {}
-        moves = 0
-        for mid in members:
-            parts: Partitions = {}
-            for topic, ps in (result.get(mid) or {}).items():
-                topic_id = ids.get(topic)
-                if topic_id is not None and ps:
-                    parts[topic_id] = frozenset(ps)
-            new_targets[mid] = parts
-            before = specs[mid].current
-            if group.target.get(mid) != parts:
-                records.append(self._target_record(group.group_id, mid, parts))
-            for topic, ps in (result.get(mid) or {}).items():
-                moves += len(ps) - len(ps & before.get(topic, frozenset()))
+        records += [record for _, record in out.records]
         records.append(self._target_metadata_record(group.group_id, group_epoch, self.now_ms()))
-        total_ms = (time.monotonic() - started) * 1000
-        self._assignment_cost_ms[group.group_id] = total_ms
-        member_lags = assignors.base.member_lags(result, spec.lag) if name == "lag-aware" else {}
-        spread = max(member_lags.values()) - min(member_lags.values()) if member_lags else 0
-        group.last_assignment = {"moves": moves, "lag_spread": spread}
+        self._computed(group, inp, out, offloaded=False)
+        return group_epoch, out.targets.get(updated.member_id, {})
+
+    def _target_input(
+        self, group: ConsumerGroup, group_epoch: int, updated: ConsumerMember | None, replaced: str | None
+    ) -> targets.TargetInput:
+        """What a computation reads, as the group will be once this operation's records apply (shallow copies)."""
+        members = dict(group.members)
+        current = dict(group.target)
+        if replaced is not None:
+            members.pop(replaced, None)
+            if updated is not None and updated.member_id not in current and replaced in current:
+                current[updated.member_id] = current[replaced]
+        if updated is not None:
+            members[updated.member_id] = updated
+        name = self._preferred_assignor(members) if updated is None else self._preferred_with(group, updated, replaced)
+        resolved = {regex: r.topics for regex, r in group.resolved_regexes.items()}
+        lag = self._lag_function(group.group_id) if name == "lag-aware" else None
+        racks = getattr(self.topics, "racks_of", None)
+        return targets.TargetInput(group.group_id, group_epoch, name, members, current, resolved, self.topics, lag, racks)
+
+    def _compute_in_background(self, group: ConsumerGroup, inp: targets.TargetInput) -> None:
+        gid = group.group_id
+
+        def done(out: targets.TargetOutput | None, error: BaseException | None) -> list[Record] | None:
+            live = self.groups.get(gid)
+            if live is not group:
+                return None  # deleted (or converted) meanwhile
+            if error is not None or out is None:
+                log.error("target assignment failed", group=gid, assignor=inp.assignor, group_epoch=inp.group_epoch, error=repr(error))
+                return None
+            if group.assignment_epoch >= inp.group_epoch:
+                return None  # a newer target was written meanwhile
+            # Members that left meanwhile get no target back; those that joined have none until the next one.
+            kept = [(mid, record) for mid, record in out.records if mid in group.members]
+            now = self.now_ms()
+            self.shard.write([r for _, r in kept] + [self._target_metadata_record(gid, inp.group_epoch, now)], replay=False)
+            for mid, _ in kept:
+                group.set_target(mid, out.targets[mid])
+            group.apply_target_metadata(inp.group_epoch, now)
+            self._computed(group, inp, out, offloaded=True)
+            return None
+
+        self.executor.schedule(f"{gid}-assignment", lambda: targets.compute(inp), done)
+
+    def _computed(self, group: ConsumerGroup, inp: targets.TargetInput, out: targets.TargetOutput, offloaded: bool) -> None:
+        self._assignment_costs[group.group_id] = (self._assignment_costs.get(group.group_id, (0.0, 0.0))[1], out.cpu_ms)
+        group.last_assignment = {"moves": out.moves, "lag_spread": out.lag_spread}
         log.info(
             "target assignment computed",
             group=group.group_id,
-            group_epoch=group_epoch,
-            assignor=name,
-            members=len(members),
-            ms=round(elapsed_ms, 2),
-            moves=moves,
-            lag_spread=spread,
-            lag_max=max(member_lags.values(), default=0),
-            lag_total=sum(member_lags.values()),
+            group_epoch=inp.group_epoch,
+            assignor=inp.assignor,
+            members=len(inp.members),
+            ms=round(out.assignor_ms, 2),
+            total_ms=round(out.total_ms, 2),
+            cpu_ms=round(out.cpu_ms, 2),
+            offloaded=offloaded,
+            moves=out.moves,
+            lag_spread=out.lag_spread,
+            lag_max=out.lag_max,
+            lag_total=out.lag_total,
         )
-        return new_targets.get(updated.member_id, {}) if updated is not None else {}
 
     def _preferred_with(self, group: ConsumerGroup, updated: ConsumerMember, replaced: str | None) -> str:
         """The preferred assignor once `updated` replaces its old self (or `replaced`), from the group's counts."""
