@@ -82,7 +82,9 @@ class ConsumerMember:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
+    # Kafka's member builder starts at "" (no expression): a heartbeat that sends null keeps it, so a classic
+    # member replacing a static one ("" as well) is no change of expression (KM-4), and describe shows "".
+    subscribed_topic_regex: str | None = ""
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     classic: orec.ClassicMemberMetadata | None = None
