@@ -214,7 +214,8 @@ async def _beat(m: Member, full: bool = False) -> Answer:
         m.epoch,
         rebalance_timeout_ms=60_000 if full else -1,
         topics=m.topics if full else None,
-        regex=m.regex if full else None,
+        # "" rather than null beside a topic list when joining, as librdkafka sends it (the mock asserts it).
+        regex=(m.regex if m.regex is not None else "") if full else None,
         owned=m.owned if full or m.report else None,
     )
     answer = await m.conn.heartbeat(body)
@@ -276,7 +277,12 @@ async def _run(bootstrap: str, spec: GroupSpec) -> dict[str, Any]:
             await asyncio.sleep(1 / spec.join_rate)
         elif i % 50 == 49:
             await asyncio.sleep(0)
+    join_deadline = time.perf_counter() + spec.settle_s + spec.members / 50
     while joined < spec.members:
+        if time.perf_counter() > join_deadline:
+            stop.set()
+            errors = sum(m.errors for m in members)
+            raise TimeoutError(f"{joined} of {spec.members} members joined; {errors} error answers")
         await asyncio.sleep(0.01)
     last_join = max(m.joined_at for m in members)
     stable_at = None
