@@ -219,3 +219,35 @@ async def test_rc_2_compacted_consumer_group_records_replay_to_the_same_group(ma
         assert (await describe_one(client, "g-deleted")).error_code == 69
         stay.client = client
         assert (await stay.beat()).member_epoch == before.assignment_epoch
+
+
+async def test_rf_2_regex_resolutions_stored_and_replayed_at_load(make_config: Callable[..., Config]) -> None:
+    """Issue 26, regex subscriptions: a background resolution is written as a ConsumerGroupRegularExpression
+    record and replayed at load, so a restarted broker has the group's resolved topics (and its epoch)
+    without resolving again."""
+    config = make_config()
+    async with serving(config) as served:
+        await asyncio.wait_for(served.broker.coordinator.loaded.wait(), 10)
+        served.broker.topics.create("orders-1", 2)
+        served.broker.topics.create("orders-2", 1)
+        client = await served.connect()
+        member = CgMember(client, "g-rx", regex="orders-.*", member_id="a")
+        assert (await member.join()).error_code == NONE
+
+        async def owns_all() -> bool:
+            assert (await member.beat()).error_code == NONE
+            return sum(len(ps) for ps in member.owned.values()) == 3
+
+        await async_wait_until(owns_all, timeout=10, message="the expression's topics assigned")
+        group = served.broker.coordinator.shard_for("g-rx").consumer_groups["g-rx"]
+        resolved, epoch = dict(group.resolved_regexes), group.group_epoch
+        assert resolved["orders-.*"].topics == {"orders-1", "orders-2"}
+    async with serving(config) as served:
+        await asyncio.wait_for(served.broker.coordinator.loaded.wait(), 10)
+        group = served.broker.coordinator.shard_for("g-rx").consumer_groups["g-rx"]
+        assert dict(group.resolved_regexes) == resolved
+        assert group.group_epoch == epoch
+        client = await served.connect()
+        d = await describe_one(client, "g-rx")
+        assert [(m.member_id, m.subscribed_topic_regex) for m in d.members] == [("a", "orders-.*")]
+        assert sum(len(tp.partitions) for tp in d.members[0].target_assignment.topic_partitions) == 3
