@@ -89,6 +89,8 @@ class _Reader:
         n = self.uvarint() - 1 if self.flexible else self.int16()
         if n < 0:
             return None
+        if n > 32767:  # Kafka's readers refuse it (Short.MAX_VALUE): the request is not served
+            raise CodecError(f"string field had invalid length {n}")
         end = self.pos + n
         if end > len(self.buf):
             raise CodecError("string overruns the request")

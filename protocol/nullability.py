@@ -1,4 +1,5 @@
-"""Nullability per (api, version), enforced in one place for every schema-decoded request.
+"""Nullability per (api, version), and the length of strings, enforced in one place for every
+schema-decoded request.
 
 kafka-python's schema codecs decode a null string, bytes, array or struct wherever the wire
 says -1 (or 0 in a compact encoding), whether or not the schema lets that field be null at
@@ -9,6 +10,12 @@ schema's `nullableVersions` and walks only the fields that can hold a null (stri
 bytes, records, arrays, structs; elements of arrays of strings or bytes are never
 nullable). Tagged fields are not checked: kafka-python leaves an absent one None, where
 Kafka's reader takes the field's default. A null where the schema forbids it raises NullFieldError, a decode error.
+
+A string is at most 32,767 bytes in every version: a classic (int16) length cannot say more, and
+Kafka's readers of a flexible version refuse a longer compact string ("string field X had invalid
+length N"), so the request is not served and the connection closes. The checker enforces the same on
+flexible versions (StringLengthError), so that no overlong id reaches a record key whose int16
+length cannot hold it.
 """
 
 from __future__ import annotations
@@ -27,6 +34,18 @@ class NullFieldError(ValueError):
     """A field that the schema does not allow to be null at this version was null."""
 
 
+class StringLengthError(ValueError):
+    """A string field is longer than 32,767 bytes."""
+
+
+MAX_STRING_BYTES = 32_767  # Short.MAX_VALUE
+
+
+def too_long(value: str) -> bool:
+    """Whether `value`'s UTF-8 form exceeds MAX_STRING_BYTES (encoded only when it may)."""
+    return len(value) > MAX_STRING_BYTES // 3 and len(value.encode("utf-8", "surrogatepass")) > MAX_STRING_BYTES
+
+
 Checker = Callable[[Any, str], None]
 
 
@@ -37,8 +56,12 @@ def _can_be_null(field: SimpleField) -> bool:
     return isinstance(kind, String) or kind is Bytes or field.type_str == "records"
 
 
-def _compile(fields: Any, version: int) -> Checker | None:
-    """A checker for the fields of one struct at `version`, or None when nothing can be null."""
+def _is_string(field: Any) -> bool:
+    return isinstance(field, SimpleField) and isinstance(field._type, String)
+
+
+def _compile(fields: Any, version: int, flexible: bool = False) -> Checker | None:
+    """A checker for the fields of one struct at `version`, or None when nothing can be null or too long."""
     steps: list[Callable[[Any, str], None]] = []
     for field in fields or ():
         if not field.for_version_q(version) or field.tagged_field_q(version):
@@ -46,12 +69,15 @@ def _compile(fields: Any, version: int) -> Checker | None:
         name = field.name
         nullable = field.nullable_for_version_q(version)
         if isinstance(field, StructArrayField):
-            steps.append(_struct_array_step(name, nullable, _compile(field.array_of._fields, version)))
+            steps.append(_struct_array_step(name, nullable, _compile(field.array_of._fields, version, flexible)))
         elif isinstance(field, ArrayField):
             inner = field.array_of
-            steps.append(_array_step(name, nullable, isinstance(inner, SimpleField) and _can_be_null(inner)))
+            strings = flexible and _is_string(inner)
+            steps.append(_array_step(name, nullable, isinstance(inner, SimpleField) and _can_be_null(inner), strings))
         elif isinstance(field, StructField):
-            steps.append(_struct_step(name, nullable, _compile(field._fields, version)))
+            steps.append(_struct_step(name, nullable, _compile(field._fields, version, flexible)))
+        elif flexible and _is_string(field):
+            steps.append(_string_step(name, nullable))
         elif isinstance(field, SimpleField) and not nullable and _can_be_null(field):
             steps.append(_scalar_step(name))
     if not steps:
@@ -68,6 +94,22 @@ def _fail(path: str, name: str) -> None:
     raise NullFieldError(f"non-nullable field {path}{name} was serialized as null")
 
 
+def _too_long(path: str, name: str, value: str) -> None:
+    raise StringLengthError(f"string field {path}{name} had invalid length {len(value.encode('utf-8', 'surrogatepass'))}")
+
+
+def _string_step(name: str, nullable: bool) -> Callable[[Any, str], None]:
+    def step(obj: Any, path: str) -> None:
+        value = getattr(obj, name)
+        if value is None:
+            if not nullable:
+                _fail(path, name)
+        elif too_long(value):
+            _too_long(path, name, value)
+
+    return step
+
+
 def _scalar_step(name: str) -> Callable[[Any, str], None]:
     def step(obj: Any, path: str) -> None:
         if getattr(obj, name) is None:
@@ -76,17 +118,20 @@ def _scalar_step(name: str) -> Callable[[Any, str], None]:
     return step
 
 
-def _array_step(name: str, nullable: bool, elements_checked: bool) -> Callable[[Any, str], None]:
+def _array_step(name: str, nullable: bool, elements_checked: bool, strings: bool = False) -> Callable[[Any, str], None]:
     def step(obj: Any, path: str) -> None:
         items = getattr(obj, name)
         if items is None:
             if not nullable:
                 _fail(path, name)
             return
-        if elements_checked:
+        if elements_checked or strings:
             for i, item in enumerate(items):
                 if item is None:
-                    _fail(path, f"{name}[{i}]")
+                    if elements_checked:
+                        _fail(path, f"{name}[{i}]")
+                elif strings and too_long(item):
+                    _too_long(path, f"{name}[{i}]", item)
 
     return step
 
@@ -128,13 +173,14 @@ def checker(cls: Any, version: int) -> Checker | None:
         return _CHECKERS[key]
     except KeyError:
         pass
-    compiled = _compile(cls._struct._fields, version)
+    compiled = _compile(cls._struct._fields, version, bool(cls.flexible_version_q(version)))
     _CHECKERS[key] = compiled
     return compiled
 
 
 def check(cls: Any, version: int, message: Any) -> None:
-    """Raise NullFieldError if `message` (decoded at `version`) holds a null the schema forbids."""
+    """Raise NullFieldError if `message` (decoded at `version`) holds a null the schema forbids,
+    StringLengthError if it holds a string over 32,767 bytes."""
     compiled = checker(cls, version)
     if compiled is not None:
         compiled(message, "")

@@ -1,7 +1,7 @@
 """Byte formats of `__consumer_offsets` records, exactly as Kafka writes them (RF-1..RF-4).
 
 A key is `int16 type` + the key struct; a value is `int16 version` + the value struct; a null
-value is a tombstone. Type 0/1 = OffsetCommitKey, 2 = GroupMetadataKey, 3-8 = consumer-group
+value is a tombstone. Type 0/1 = OffsetCommitKey, 2 = GroupMetadataKey, 3-8 and 16 = consumer-group
 (KIP-848) records. Offset values are kept as their raw bytes by the coordinator and decoded
 only when read, which keeps replay of millions of records cheap.
 """
@@ -307,6 +307,9 @@ CONSUMER_GROUP_MEMBER_METADATA_KEY = 5
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = 8
+# Kafka 4.x: a group's resolved regular expression (key: group id, regex; not in CONSUMER_GROUP_RECORD_TYPES,
+# which lists the types 3-8 every reader of the topic knows).
+CONSUMER_GROUP_REGULAR_EXPRESSION_KEY = 16
 _MEMBER_KEYS = frozenset(
     {CONSUMER_GROUP_MEMBER_METADATA_KEY, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY}
 )
@@ -316,19 +319,23 @@ TopicPartitions = list[tuple[uuid.UUID, list[int]]]
 
 
 def consumer_group_key(kind: int, group: str, member: str | None = None) -> bytes:
-    """Key of a type 3-8 record; `member` for types 5, 7 and 8."""
+    """Key of a type 3-8 or 16 record; `member` for types 5, 7 and 8 (the regular expression for 16)."""
+    if kind == CONSUMER_GROUP_REGULAR_EXPRESSION_KEY:
+        if member is None:
+            raise ValueError("record type 16 needs its regular expression")
+        return _H.pack(kind) + _string(group) + _string(member)
     if (member is not None) != (kind in _MEMBER_KEYS):
         raise ValueError(f"record type {kind} {'needs' if kind in _MEMBER_KEYS else 'takes no'} member id")
     return _H.pack(kind) + _string(group) + (_string(member) if member is not None else b"")
 
 
 def parse_consumer_group_key(key: bytes) -> tuple[int, str, str | None]:
-    """(type, group id, member id or None) of a type 3-8 key."""
+    """(type, group id, member id or None) of a type 3-8 key; (16, group id, regular expression) of a type 16 key."""
     try:
         kind = key_type(key)
         r = _Reader(key, 2, False)
         group = r.string()
-        member = r.string() if kind in _MEMBER_KEYS else None
+        member = r.string() if kind in _MEMBER_KEYS or kind == CONSUMER_GROUP_REGULAR_EXPRESSION_KEY else None
     except (IndexError, struct.error) as exc:
         raise RecordFormatError(f"bad consumer group key: {exc}") from exc
     if r.pos != len(key):
@@ -435,6 +442,78 @@ def parse_consumer_group_epoch_value(value: bytes) -> int:
     epoch = r.int32()
     _done(r, "ConsumerGroup epoch value")
     return epoch
+
+
+def _int64_tag(tag: int, value: int) -> bytes:
+    return _uvarint(tag) + _uvarint(8) + _Q.pack(value)
+
+
+def consumer_group_metadata_value(epoch: int, metadata_hash: int) -> bytes:
+    """ConsumerGroupMetadataValue (type 3): the group epoch and, as Kafka 4.1+ writes it, the hash of the
+    subscribed topics' metadata in tagged field 0 (omitted when 0, its default)."""
+    if metadata_hash == 0:
+        return consumer_group_epoch_value(epoch)
+    return _H.pack(0) + _I.pack(epoch) + _uvarint(1) + _int64_tag(0, metadata_hash)
+
+
+def target_assignment_metadata_value(epoch: int, timestamp_ms: int) -> bytes:
+    """ConsumerGroupTargetAssignmentMetadataValue (type 6): the assignment epoch and, as Kafka 4.4 writes
+    it, when the assignment was computed in tagged field 0 (omitted when 0, its default)."""
+    if timestamp_ms == 0:
+        return consumer_group_epoch_value(epoch)
+    return _H.pack(0) + _I.pack(epoch) + _uvarint(1) + _int64_tag(0, timestamp_ms)
+
+
+@_parsing("ConsumerGroup epoch value")
+def parse_epoch_and_tag0(value: bytes) -> tuple[int, int]:
+    """(epoch, int64 tagged field 0 or 0) of a type 3 (metadata hash) or type 6 (assignment timestamp) value."""
+    r = _value_reader(value, "ConsumerGroup epoch value")
+    epoch = r.int32()
+    tag0 = 0
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        data = r._take(r.uvarint())
+        if tag == 0:
+            if len(data) != 8:
+                raise RecordFormatError("tagged field 0 is not an int64")
+            tag0 = _Q.unpack(data)[0]
+    if r.pos != len(value):
+        raise RecordFormatError("ConsumerGroup epoch value has trailing bytes")
+    return epoch, tag0
+
+
+# type 16: a resolved regular expression
+
+
+class ResolvedRegex(NamedTuple):
+    topics: frozenset[str]
+    version: int  # the topic metadata version it was resolved against
+    timestamp: int  # when it was resolved (ms)
+
+
+def consumer_group_regex_value(resolved: ResolvedRegex) -> bytes:
+    """ConsumerGroupRegularExpressionValue: Topics (compact strings, sorted), Version, Timestamp."""
+    names = sorted(resolved.topics)
+    return b"".join(
+        [
+            _H.pack(0),
+            _carray_len(len(names)),
+            *(_cstring(n) for n in names),
+            _Q.pack(resolved.version),
+            _Q.pack(resolved.timestamp),
+            _NO_TAGS,
+        ]
+    )
+
+
+@_parsing("ConsumerGroupRegularExpressionValue")
+def parse_consumer_group_regex_value(value: bytes) -> ResolvedRegex:
+    r = _value_reader(value, "ConsumerGroupRegularExpressionValue")
+    topics = frozenset(r.string() for _ in range(r.array_length()))
+    version = r.int64()
+    timestamp = r.int64()
+    _done(r, "ConsumerGroupRegularExpressionValue")
+    return ResolvedRegex(topics, version, timestamp)
 
 
 # type 4: subscription metadata

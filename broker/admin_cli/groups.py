@@ -10,6 +10,8 @@ partition; partitions a member owns without a commit are listed with no offset a
 describe adds each member's assigned lag: the lag of the partitions it is assigned, as the lag-aware assignor
 counts it (log end minus committed offset; a partition never committed per the group's `lag.aware.uncommitted`,
 read with DescribeConfigs on the GROUP resource, `earliest` when the broker does not say: log end minus log start).
+For a KIP-848 group it also gives the lag of each member's target assignment, the lag spread (max minus min over
+the members) of both, and the moves still to make: partitions in a member's target it does not own yet.
 
 rebalance is kaflet's own (Kafka has no such API): an IncrementalAlterConfigs SET of the group config
 `kaflet.rebalance` on the GROUP resource, which the coordinator answers by bumping the group epoch.
@@ -313,8 +315,14 @@ def _describe_consumer_group(d: Any, admin: Any) -> tuple[dict[str, Any], str]:
     ]
     if members:
         lags = _assigned_lags(admin, d.group_id, members)
+        target_lags = _assigned_lags(
+            admin, d.group_id, [{"member_id": m["member_id"], "assignment": m["target_assignment"]} for m in members]
+        )
         for m in members:
             m["assigned_lag"] = lags.get(m["member_id"])
+            m["target_lag"] = target_lags.get(m["member_id"])
+    owned = {m["member_id"]: {(a["topic"], p) for a in m["assignment"] for p in a["partitions"]} for m in members}
+    pending = sum(len({(a["topic"], p) for a in m["target_assignment"] for p in a["partitions"]} - owned[m["member_id"]]) for m in members)
     out = {
         "group": d.group_id,
         "exists": True,
@@ -324,11 +332,15 @@ def _describe_consumer_group(d: Any, admin: Any) -> tuple[dict[str, Any], str]:
         "assignment_epoch": d.assignment_epoch,
         "assignor": d.assignor_name,
         "protocol_type": "consumer",
+        "lag_spread": _spread([m.get("assigned_lag") for m in members]),
+        "target_lag_spread": _spread([m.get("target_lag") for m in members]),
+        "moves_to_target": pending,
         "members": members,
     }
     head = (
         f"Group: {d.group_id}\tType: consumer\tState: {d.group_state}\tGroupEpoch: {d.group_epoch}"
         f"\tAssignmentEpoch: {d.assignment_epoch}\tAssignor: {d.assignor_name}"
+        f"\tLagSpread: {out['lag_spread']}\tTargetLagSpread: {out['target_lag_spread']}\tMovesToTarget: {pending}"
     )
     rows = [
         [
@@ -341,11 +353,31 @@ def _describe_consumer_group(d: Any, admin: Any) -> tuple[dict[str, Any], str]:
             _render_parts(m["assignment"]),
             _render_parts(m["target_assignment"]),
             m["assigned_lag"],
+            m["target_lag"],
         ]
         for m in members
     ]
-    headers = ["GROUP", "MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH", "ASSIGNMENT", "TARGET-ASSIGNMENT", "ASSIGNED-LAG"]
+    headers = [
+        "GROUP",
+        "MEMBER-ID",
+        "INSTANCE-ID",
+        "CLIENT-ID",
+        "HOST",
+        "EPOCH",
+        "ASSIGNMENT",
+        "TARGET-ASSIGNMENT",
+        "ASSIGNED-LAG",
+        "TARGET-LAG",
+    ]
     return out, head + "\n" + table(headers, rows)
+
+
+def _spread(lags: list[int | None]) -> int | None:
+    """Max minus min of the members' lags; None when a lag is unknown (0 for an empty group)."""
+    if any(v is None for v in lags):
+        return None
+    known = [v for v in lags if v is not None]
+    return max(known) - min(known) if known else 0
 
 
 def describe_groups(args: argparse.Namespace, admin: Any) -> Result:

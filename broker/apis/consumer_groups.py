@@ -1,19 +1,24 @@
 """ConsumerGroupHeartbeat v0-v1 (KH-1..KH-16) and ConsumerGroupDescribe v0-v1 (KD-1): KIP-848.
 
 KH-2 is checked here, before the request is routed to its shard (Kafka 4.0 does the same);
-everything else is the shard's (broker/coordinator/consumer/manager.py).
+everything else is the shard's (broker/coordinator/consumer/manager.py). A regular expression the
+broker has not compiled yet is compiled in the background thread first (compiling a large one takes
+milliseconds the event loop owes every other client); the shard then checks it where Kafka does.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
+from broker.coordinator.consumer import regex as regexes
 from broker.coordinator.consumer.group import ConsumerGroup, Partitions
-from broker.coordinator.consumer.manager import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, HeartbeatRequest, compile_regex
+from broker.coordinator.consumer.manager import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, HeartbeatRequest
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.runtime.errors import CoordinatorError, map_append_error
+from broker.runtime.executor import run_in_background
 from broker.security import authorize as authz
 from broker.security.acls import ResourceType, all_operations
 from protocol import kip848_codec
@@ -101,12 +106,14 @@ def validate_heartbeat(request: Any, version: int, assignor_names: list[str]) ->
             ErrorCode.UNSUPPORTED_ASSIGNOR,
             f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: {', '.join(assignor_names)}.",
         )
-    if regex is not None:
-        try:
-            compile_regex(regex)
-        except ValueError as exc:
-            return ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}."
     return None
+
+
+def _compile_quietly(regex: str) -> None:
+    try:
+        regexes.compile_regex(regex)
+    except regexes.InvalidRegex:
+        pass  # cached as invalid: the shard answers INVALID_REGULAR_EXPRESSION where Kafka checks it
 
 
 @api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, error_response=_hb_error, decoder=kip848_codec.decode_request)
@@ -147,13 +154,13 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     invalid = validate_heartbeat(request, version, names)
     if invalid is not None:
         return _failed(ctx, invalid[0], invalid[1])
-    try:
-        shard = coordinator.shard_for(request.group_id)
-    except CoordinatorError as exc:
-        return _failed(ctx, exc.code, exc.code.message)
     owned = None
     if request.topic_partitions is not None:
         owned = [(tp.topic_id or NO_TOPIC_ID, list(tp.partitions)) for tp in request.topic_partitions]
+    describable: Callable[[set[str]], set[str]] | None = None
+    if ctx.broker.authorizer is not None:  # Kafka keeps the topics of a resolved regex the member may describe
+        describable = lambda names: set(authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, names))  # noqa: E731
+
     req = HeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -168,7 +175,26 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         client_id=ctx.client_id or "",
         client_host=ctx.client_host,
         api_version=version,
+        describable=describable,
     )
+    regex = req.subscribed_topic_regex
+    if regex and regexes.cached(regex) is None:
+
+        async def compiled_first() -> Any:
+            await run_in_background(lambda: _compile_quietly(regex))
+            answer = _heartbeat(ctx, coordinator, req)
+            return await answer if not isinstance(answer, bytes) else answer
+
+        return compiled_first()
+    return _heartbeat(ctx, coordinator, req)
+
+
+def _heartbeat(ctx: RequestContext, coordinator: Any, req: HeartbeatRequest) -> Any:
+    """The request's way through its shard, once its expression (if any) is compiled."""
+    try:
+        shard = coordinator.shard_for(req.group_id)
+    except CoordinatorError as exc:
+        return _failed(ctx, exc.code, exc.code.message)
     coordinator.stats.consumer_heartbeats += 1
     try:
         result, waiter = shard.consumer.heartbeat(req)
@@ -177,7 +203,7 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         message = exc.args[0] if exc.args and exc.args[0] != exc.code.name and code is exc.code else code.message
         return _failed(ctx, code, message)
     response = _hb_response(
-        version,
+        ctx.api_version,
         ErrorCode.NONE,
         None,
         member_id=result.member_id,

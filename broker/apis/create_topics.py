@@ -196,6 +196,19 @@ def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         pending[name.replace(".", "_")] = name
         results.append(plan)
 
+    plans = [e for e in results if isinstance(e, _Plan)]
+    # One durable write of the catalog for the whole request (not one per topic).
+    made = (
+        {}
+        if validate_only
+        else dict(
+            zip(
+                (id(p) for p in plans),
+                ctx.broker.topics.create_many([(p.name, p.partitions, p.configs, False, p.replicas) for p in plans]),
+                strict=True,
+            )
+        )
+    )
     answers: list[Any] = []
     for entry in results:
         if not isinstance(entry, _Plan):
@@ -203,10 +216,9 @@ def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         elif validate_only:
             answers.append(_success(ctx, entry, uuid.uuid4()))
         else:
-            try:
-                created = ctx.broker.topics.create(entry.name, entry.partitions, entry.configs, replicas=entry.replicas)
-            except TopicError as exc:  # e.g. KAFKA_STORAGE_ERROR on a full disk
-                answers.append(_result(entry.name, exc.code, exc.message))
+            created = made[id(entry)]
+            if isinstance(created, TopicError):  # e.g. KAFKA_STORAGE_ERROR on a full disk
+                answers.append(_result(entry.name, created.code, created.message))
                 continue
             ctx.log.info(
                 "topic created",

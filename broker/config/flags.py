@@ -45,6 +45,10 @@ KAFKA_DEFAULTS: dict[str, Any] = {
     # Kafka recomputes a share group's target assignment at most once a second; kaflet at every
     # change, so a second consumer gets its partitions at its next heartbeat.
     "group_share_assignment_interval_ms": 1000,
+    # Kafka 4.4 computes a group's target assignment at most once a second; kaflet at every change,
+    # bounded by the computation's own cost (broker/coordinator/consumer/manager.py), so a small
+    # group's members get their partitions in one heartbeat round.
+    "group_consumer_assignment_interval_ms": 1000,
     # Kafka leaves every page it writes in the page cache until the OS needs the memory; kaflet
     # hands back what lies more than 64 MiB behind each partition's head once it is written
     # (a development broker need not hold GBs of produce in memory, and on VMs that return free
@@ -185,6 +189,9 @@ class Config:
     group_streams_max_warmup_replicas: int = _opt(20, "group.streams.max.warmup.replicas")
     group_streams_acceptable_recovery_lag: int = _opt(10_000, "group.streams.acceptable.recovery.lag")
     group_streams_rack_aware_assignment_tags: str = _opt("", "group.streams.rack.aware.assignment.tags: client tag keys, comma-separated")
+    group_consumer_assignment_interval_ms: int = _opt(
+        0, "group.consumer.assignment.interval.ms: least time between two target assignments of a group (Kafka: 1000)"
+    )
     # The lag-aware assignor (issue 13): the lag of a partition the group never committed, unless the
     # group's own `lag.aware.uncommitted` config says otherwise.
     lag_aware_uncommitted: str = _opt(
@@ -242,6 +249,8 @@ class Config:
     group_consumer_max_session_timeout_ms: int = _opt(60_000, "group.consumer.max.session.timeout.ms")
     group_consumer_min_heartbeat_interval_ms: int = _opt(250, "group.consumer.min.heartbeat.interval.ms (Kafka: 5000)")
     group_consumer_max_heartbeat_interval_ms: int = _opt(15_000, "group.consumer.max.heartbeat.interval.ms")
+    group_consumer_min_assignment_interval_ms: int = _opt(0, "group.consumer.min.assignment.interval.ms")
+    group_consumer_max_assignment_interval_ms: int = _opt(15_000, "group.consumer.max.assignment.interval.ms")
     # Corruption at rest (issue 11): not a Kafka setting; Kafka trusts data below its recovery point.
     verify_on_start: bool = _opt(
         False, "CRC-check every segment and index at start-up, cut out corrupt batches and rebuild indexes (kaflet check --repair)"

@@ -91,6 +91,19 @@ GROUP_CONFIG_DEFS: list[GroupConfigDef] = [
         "The heartbeat interval given to the members of a consumer group.",
         _heartbeat,
     ),
+    GroupConfigDef(
+        "consumer.assignment.interval.ms",
+        ConfigType.INT,
+        "group_consumer_assignment_interval_ms",
+        "group.consumer.assignment.interval.ms",
+        "The interval between assignment updates for a consumer group.",
+        _between(
+            "group_consumer_min_assignment_interval_ms",
+            "group.consumer.min.assignment.interval.ms",
+            "group_consumer_max_assignment_interval_ms",
+            "group.consumer.max.assignment.interval.ms",
+        ),
+    ),
 ]
 
 

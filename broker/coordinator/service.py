@@ -10,6 +10,7 @@ what it does when other topics change (OR-5, KH-8).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -84,6 +85,11 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
         self.logs = services.writer  # lag-aware assignment reads partition logs through it too
         self.group_configs = group_configs
         self.stats = CoordinatorStats()
+        # The topic metadata's version (Kafka: the metadata image's offset), a millisecond clock bumped by
+        # every topic event, and the version of the last creation: regex resolutions record the first, and
+        # one older than the second is stale (broker/coordinator/consumer/manager.py).
+        self.metadata_version = int(time.time() * 1000)
+        self.new_topics_version = self.metadata_version
         # Commits are batched unless every answer must wait for an fsync (--fsync always).
         self.batches_commits = config.fsync != "always"
         # The share coordinator (broker/share/coordinator/), which share groups' state lives in; set by the server.
@@ -132,11 +138,14 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
         """KH-8: consumer groups subscribed to the topic (by name or regex) refresh their
         subscription metadata, and so bump their epoch, at their next heartbeat; streams groups
         that need it recompute their metadata hash (KS-14)."""
-        if topic.internal:
-            return
+        self.metadata_version = max(self.metadata_version + 1, int(time.time() * 1000))
+        if created_or_deleted and self.topics.get(topic.name) is topic:
+            self.new_topics_version = self.metadata_version  # a creation (a deleted topic is no longer listed)
         for shard in self.active_shards():
             if shard.consumer_groups:
                 shard.consumer.on_topic_event(topic.name, created_or_deleted)
+            if topic.internal:
+                continue
             if shard.streams_groups:
                 shard.streams.on_topic_event(topic.name)
             if shard.share_groups:

@@ -135,7 +135,7 @@ class GroupShard:
                 self.groups.pop(group_id, None)
             else:
                 self.groups[group_id] = self._group_from_record(group_id, orec.parse_group_metadata_value(value))
-        elif kind in orec.CONSUMER_GROUP_RECORD_TYPES:
+        elif kind in orec.CONSUMER_GROUP_RECORD_TYPES or kind == orec.CONSUMER_GROUP_REGULAR_EXPRESSION_KEY:
             self.consumer.replay(kind, key, value)
         elif kind in srec.STREAMS_GROUP_RECORD_TYPES:
             self.streams.replay(kind, key, value)
@@ -338,6 +338,7 @@ class GroupShard:
         """CT-6: groups go Dead; parked JoinGroups and SyncGroups get NOT_COORDINATOR."""
         for group in self.groups.values():
             self.classic.on_unloaded(group)
+        self.consumer.on_unloaded()
 
     def on_timer_failed(self, group_id: str, key: str) -> None:
         self.classic.recover_group(group_id, f"timer {key} failed")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class CoordinatorMetadataImage(Protocol):
-    """The topics as a coordinator reads them: by name, by id, and all of them."""
+    """The topics as a coordinator reads them: by name, by id, all of them, and where replicas are."""
 
     @property
     def topics(self) -> Mapping[str, Topic]: ...
@@ -28,7 +28,9 @@ class CoordinatorMetadataImage(Protocol):
     def get_by_id(self, topic_id: uuid.UUID | None) -> Topic | None: ...
 
     def racks_of(self, topic: str, partition: int) -> frozenset[str]:
-        """The racks of a partition's replicas, for rack-aware assignors (Kafka's partitionRacks)."""
+        """The racks of the brokers holding a replica of the partition (Kafka's partitionRacks): empty when
+        the brokers have no rack. KIP-848 groups hash them into the subscription's metadata (a change of
+        placement bumps the group epoch) and hand them to assignors (SubscribedTopicDescriber)."""
         ...
 
 

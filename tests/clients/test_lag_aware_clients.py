@@ -4,7 +4,9 @@ broker process.
 
 The consumers start "stalled" (subscribed, joined, not polling): nothing is read or committed while the group
 forms, so the lags the coordinator sees are exactly what was produced, and the assignment they settle on can be
-checked against the lag-aware assignor run on those lags.
+checked against the lag-aware assignor run on those lags. The assignor is sticky (issue 26): members join one
+after another, so the layout depends on the order; what holds is count balance and a lag spread within one
+partition's lag of the from-scratch answer's, reached with no more moves than that answer.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ def produce(bootstrap: str, counts: list[int], start: int) -> None:
     assert producer.flush(30) == 0
 
 
-def expected(members: list[Agent], lags: list[int]) -> dict[str, set[tuple[str, int]]]:
-    """The lag-aware assignor's answer for these members (by member id, as the broker orders them) and lags."""
+def from_scratch(members: list[Agent], lags: list[int]) -> dict[str, set[tuple[str, int]]]:
+    """The lag-aware assignor's answer for these members (by member id, as the broker orders them) and lags,
+    without a current assignment."""
     spec = GroupSpec(
         GROUP,
         {a.member_id: MemberSpec(a.member_id, None, None, frozenset({TOPIC})) for a in members},
@@ -49,6 +52,21 @@ def expected(members: list[Agent], lags: list[int]) -> dict[str, set[tuple[str, 
     range_spread = lag_spread(get("range").assign(spec), spec.lag)
     assert lag_spread(result, spec.lag) < range_spread, "the workload should separate lag-aware from range"
     return {a.name: {(TOPIC, p) for p in result[a.member_id].get(TOPIC, ())} for a in members}
+
+
+def spread(owned: dict[str, set[tuple[str, int]]], lags: list[int]) -> int:
+    totals = [sum(lags[p] for _t, p in parts) for parts in owned.values()]
+    return max(totals) - min(totals)
+
+
+def moves(before: dict[str, set[tuple[str, int]]], after: dict[str, set[tuple[str, int]]]) -> int:
+    return sum(len(after[name] - before.get(name, set())) for name in after)
+
+
+def assert_lag_balanced(owned: dict[str, set[tuple[str, int]]], members: list[Agent], lags: list[int]) -> None:
+    """Two partitions each, and a spread within the largest lag of the from-scratch answer's."""
+    assert sorted(len(parts) for parts in owned.values()) == [2, 2, 2], owned
+    assert spread(owned, lags) <= spread(from_scratch(members, lags), lags) + max(lags), (owned, lags)
 
 
 def kaflet(bootstrap: str, *args: str) -> dict:
@@ -94,7 +112,7 @@ def test_three_consumers_on_an_unevenly_filled_topic_get_the_lag_balanced_assign
     first = [300, 20, 150, 10, 90, 60]
     bp, admin, members = form_group(broker_proc, agents, first)
     owned = wait_group(admin, GROUP, members, everything(TOPIC, PARTITIONS))
-    assert owned == expected(members, first)
+    assert_lag_balanced(owned, members, first)
     computed = [r for r in bp.records if r.get("event") == "target assignment computed" and r.get("members") == 3][-1]
     assert computed["assignor"] == "lag-aware" and computed["lag_spread"] == max(
         sum(first[p] for _t, p in s) for s in owned.values()
@@ -142,7 +160,7 @@ def test_kaflet_groups_rebalance_moves_the_consumers_to_the_new_balance_and_ever
     for m in members:
         m.send("resume")
     before = wait_group(admin, GROUP, members, everything(TOPIC, PARTITIONS))
-    assert before == expected(members, first)
+    assert_lag_balanced(before, members, first)
     wait_until(lambda: committed_to(members, first), timeout=60, message="first batch committed")
 
     marks = {m.name: m.mark for m in members}
@@ -164,7 +182,14 @@ def test_kaflet_groups_rebalance_moves_the_consumers_to_the_new_balance_and_ever
     wait_until(lambda: epochs()[1:] == (epoch + 1, epoch + 1), timeout=30, message="the target for the new group epoch")
     for m in members:
         m.send("resume")
-    assert wait_group(admin, GROUP, members, everything(TOPIC, PARTITIONS)) == expected(members, second)
+    after = wait_group(admin, GROUP, members, everything(TOPIC, PARTITIONS))
+    assert_lag_balanced(after, members, second)
+    # From where the group was: no more moves than the from-scratch answer would make (issue 26, finding 5).
+    assert moves(before, after) <= moves(before, from_scratch(members, second))
+    last = bt.run(lambda broker: broker.coordinator.shard_for(GROUP).consumer_groups[GROUP].last_assignment)
+    assert last["moves"] == moves(before, after)  # as the "target assignment computed" line says
+    settled = kaflet(bt.bootstrap, "groups", "describe", GROUP)["groups"][0]
+    assert settled["moves_to_target"] == 0 and settled["target_lag_spread"] is not None
     ends = [a + b for a, b in zip(first, second, strict=True)]
     wanted = {(p, o) for p in range(PARTITIONS) for o in range(ends[p])}
     wait_until(lambda: wanted <= consumed(members), timeout=60, message="every record consumed")

@@ -113,7 +113,7 @@ async def test_RL_2_unknown_record_types_are_skipped(make_config: Callable[..., 
     async def body(served: Served, client: Any) -> None:
         batch = build_batch(
             [
-                (b"\x00\x10" + b"future-key", b"\x00\x00whatever"),  # type 16
+                (b"\x01\xf4" + b"future-key", b"\x00\x00whatever"),  # type 500
                 (b"\x03\xe7", None),  # type 999, a tombstone
                 (offset_key(group, "t", 0), offset_value(17, "after", 1_000)),
             ]

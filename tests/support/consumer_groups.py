@@ -99,6 +99,7 @@ class CgMember:
     member_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     instance_id: str | None = None
     assignor: str | None = None
+    rack_id: str | None = None
     rebalance_timeout_ms: int = 30_000
     version: int = 1
     epoch: int = 0
@@ -115,6 +116,7 @@ class CgMember:
             0,
             version=self.version,
             instance_id=self.instance_id,
+            rack_id=self.rack_id,
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             topics=self.topics if self.topics is not None or self.regex is not None or self.version == 0 else [],
             regex=self.regex,

@@ -35,6 +35,9 @@ class GroupSpec:
     partitions: Mapping[str, int]  # topic name -> partition count, for every subscribed topic that exists
     # lag of (topic, partition) for this group; None when the coordinator offers none. Only lag-aware reads it.
     lag: Callable[[str, int], int] | None = None
+    # The racks of (topic, partition)'s replicas (Kafka's SubscribedTopicDescriber.racksForPartition): empty
+    # without racks; None when the coordinator offers none. Kafka 4.4's uniform and range do not read it.
+    racks: Callable[[str, int], frozenset[str]] | None = None
 
 
 class AssignorError(Exception):

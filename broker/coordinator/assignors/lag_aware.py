@@ -17,8 +17,13 @@ rounds: every subscriber takes one partition per round, the least loaded one the
 Where kaflet decides: the proposal's greedy is not always at least as good as `range` (two members, lags by
 partition [5, 5, 0, 4, 3, 3]: the greedy gives 9 / 11, range's consecutive halves 10 / 10). The issue promises
 "never a wider lag spread than range", so after the greedy the assignor also lays out range's assignment and keeps
-it when its spread (max minus min total lag per member) is strictly smaller. The assignor is not sticky: it runs
-when the target assignment is recomputed (a group epoch bump), never on lag drift alone.
+it when its spread (max minus min total lag per member) is strictly smaller. That is the from-scratch assignment,
+a fresh group's.
+
+A group with a current assignment keeps as much of it as it can (issue 26): broker/coordinator/assignors/lag_sticky.py
+reaches count balance first and a lag spread within one partition's lag of the from-scratch result's second, with
+the fewest moves it finds, and returns the current assignment unchanged when it is already there. The assignor runs
+when the target assignment is recomputed (a group epoch bump, `kaflet groups rebalance`), never on lag drift alone.
 """
 
 from __future__ import annotations
@@ -28,7 +33,66 @@ from itertools import accumulate, chain, repeat
 from operator import add, sub
 
 from .base import Assignment, Assignor, AssignorError, GroupSpec, range_member_order, topic_subscribers
+from .lag_sticky import sticky
 from .range_assignor import build, range_layout
+
+
+def _from_scratch(spec: GroupSpec, order: list[str], subs: dict[str, list[int]], lags_by_topic: dict[str, list[int]]) -> Assignment:
+    """The proposal's greedy (or range's layout when narrower), ignoring the current assignment; fills
+    `lags_by_topic` with every subscribed topic's partition lags."""
+    lag = spec.lag
+    # The coordinator's closure also answers a whole topic at once (broker/coordinator/consumer/lag.py).
+    bulk = getattr(lag, "topic_lags", None)
+    totals = [0] * len(order)  # member index -> total assigned lag
+    put = totals.__setitem__
+    owned: list[dict] = [{} for _ in order]  # topic -> partitions (a list until the topic is done)
+    loaded = False  # some member's total lag is not 0
+
+    for topic in sorted(subs):
+        n = spec.partitions[topic]
+        if lag is None:
+            lags = [0] * n
+        else:
+            try:
+                lags = bulk(topic, n) if bulk is not None else list(map(lag, repeat(topic, n), range(n)))
+            except Exception as e:
+                raise AssignorError(f"lag of {topic} unavailable: {e!r}") from e
+        lags_by_topic[topic] = lags
+        # Partitions by decreasing lag, ties by number: a reverse sort keeps equal keys in their original order.
+        ordered = sorted(range(n), key=lags.__getitem__, reverse=True)
+        group = subs[topic]  # subscribers as indices in range's member order, ascending
+        width = len(group)
+        if n <= width:
+            # One round (the common case): every chosen member gets exactly one partition of the topic. The
+            # member dicts are filled by C-level maps: these sets are most of the assignment's cost.
+            # (Until some lag is assigned every total is 0: the member order is already the load order.)
+            by_load = sorted(group, key=totals.__getitem__)[:n] if loaded else group[:n]
+            deque(map(put, by_load, map(add, map(totals.__getitem__, by_load), map(lags.__getitem__, ordered))), maxlen=0)
+            singles = _singletons(n)
+            deque(map(dict.__setitem__, map(owned.__getitem__, by_load), repeat(topic), map(singles.__getitem__, ordered)), maxlen=0)
+            loaded = loaded or any(lags)
+            continue
+        for start in range(0, n, width):
+            # A round: all subscribers hold the same count of this topic, so the next partitions go to them
+            # by least total lag, ties by member order (a stable sort of the rank-ordered list).
+            chunk = ordered[start : start + width]
+            by_load = sorted(group, key=totals.__getitem__)[: len(chunk)]
+            deque(map(put, by_load, map(add, map(totals.__getitem__, by_load), map(lags.__getitem__, chunk))), maxlen=0)
+            for i, p in zip(by_load, chunk, strict=True):
+                mine = owned[i]
+                if topic in mine:
+                    mine[topic].append(p)
+                else:
+                    mine[topic] = [p]
+        for i in group:
+            mine = owned[i]
+            mine[topic] = frozenset(mine[topic])  # n > width: every subscriber got some
+        loaded = loaded or any(lags)
+
+    spread = max(totals) - min(totals)
+    if spread > 0 and len(order) > 1 and _range_spread(spec, subs, lags_by_topic, len(order)) < spread:
+        return build(spec, order, range_layout(spec, order, subs))
+    return dict(zip(order, owned, strict=True))
 
 
 class LagAwareAssignor(Assignor):
@@ -39,60 +103,11 @@ class LagAwareAssignor(Assignor):
         if not order:
             return {}
         subs = topic_subscribers(spec, order)
-        lag = spec.lag
-        # The coordinator's closure also answers a whole topic at once (broker/coordinator/consumer/lag.py).
-        bulk = getattr(lag, "topic_lags", None)
-        totals = [0] * len(order)  # member index -> total assigned lag
-        put = totals.__setitem__
-        owned: list[dict] = [{} for _ in order]  # topic -> partitions (a list until the topic is done)
         lags_by_topic: dict[str, list[int]] = {}
-        loaded = False  # some member's total lag is not 0
-
-        for topic in sorted(subs):
-            n = spec.partitions[topic]
-            if lag is None:
-                lags = [0] * n
-            else:
-                try:
-                    lags = bulk(topic, n) if bulk is not None else list(map(lag, repeat(topic, n), range(n)))
-                except Exception as e:
-                    raise AssignorError(f"lag of {topic} unavailable: {e!r}") from e
-            lags_by_topic[topic] = lags
-            # Partitions by decreasing lag, ties by number: a reverse sort keeps equal keys in their original order.
-            ordered = sorted(range(n), key=lags.__getitem__, reverse=True)
-            group = subs[topic]  # subscribers as indices in range's member order, ascending
-            width = len(group)
-            if n <= width:
-                # One round (the common case): every chosen member gets exactly one partition of the topic. The
-                # member dicts are filled by C-level maps: these sets are most of the assignment's cost.
-                # (Until some lag is assigned every total is 0: the member order is already the load order.)
-                by_load = sorted(group, key=totals.__getitem__)[:n] if loaded else group[:n]
-                deque(map(put, by_load, map(add, map(totals.__getitem__, by_load), map(lags.__getitem__, ordered))), maxlen=0)
-                singles = _singletons(n)
-                deque(map(dict.__setitem__, map(owned.__getitem__, by_load), repeat(topic), map(singles.__getitem__, ordered)), maxlen=0)
-                loaded = loaded or any(lags)
-                continue
-            for start in range(0, n, width):
-                # A round: all subscribers hold the same count of this topic, so the next partitions go to them
-                # by least total lag, ties by member order (a stable sort of the rank-ordered list).
-                chunk = ordered[start : start + width]
-                by_load = sorted(group, key=totals.__getitem__)[: len(chunk)]
-                deque(map(put, by_load, map(add, map(totals.__getitem__, by_load), map(lags.__getitem__, chunk))), maxlen=0)
-                for i, p in zip(by_load, chunk, strict=True):
-                    mine = owned[i]
-                    if topic in mine:
-                        mine[topic].append(p)
-                    else:
-                        mine[topic] = [p]
-            for i in group:
-                mine = owned[i]
-                mine[topic] = frozenset(mine[topic])  # n > width: every subscriber got some
-            loaded = loaded or any(lags)
-
-        spread = max(totals) - min(totals)
-        if spread > 0 and len(order) > 1 and _range_spread(spec, subs, lags_by_topic, len(order)) < spread:
-            return build(spec, order, range_layout(spec, order, subs))
-        return dict(zip(order, owned, strict=True))
+        scratch = _from_scratch(spec, order, subs, lags_by_topic)
+        if not any(m.current for m in spec.members.values()):
+            return scratch
+        return sticky(spec, order, subs, lags_by_topic, scratch)
 
 
 # frozenset({p}) for every partition number seen so far: immutable, so one object serves every assignment.

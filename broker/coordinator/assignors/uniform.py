@@ -129,7 +129,11 @@ def _heterogeneous(spec: GroupSpec, members: list[str], subs_by_name: dict[str, 
                     owned[i].setdefault(t, []).append(p)
                     size[i] += 1
 
-    order = sorted(subs, key=lambda t: (Fraction(-counts[t], len(subs[t])), len(subs[t]), t))
+    # Partitions per subscriber, descending, compared exactly: each distinct ratio is ranked once (a Fraction per
+    # topic made the sort the assignor's main cost with thousands of topics).
+    shapes = {(counts[t], len(s)) for t, s in subs.items()}
+    rank = {shape: i for i, shape in enumerate(sorted(shapes, key=lambda c: Fraction(-c[0], c[1])))}
+    order = sorted(subs, key=lambda t: (rank[(counts[t], len(subs[t]))], len(subs[t]), t))
 
     # 2. Hand the unassigned partitions, topic by topic, to the least loaded subscriber.
     for t in order:

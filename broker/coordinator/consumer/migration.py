@@ -37,6 +37,7 @@ from broker.coordinator.consumer.embedded import (
     subscription_version,
 )
 from broker.coordinator.consumer.group import ConsumerGroup, ConsumerMember, MemberState, new_member_id
+from broker.coordinator.consumer.regex import RegexStatus
 from broker.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from broker.runtime.errors import CoordinatorError
 from protocol.errors import ErrorCode
@@ -141,18 +142,19 @@ class Migration:
         self.timers.cancel(f"sync-{gid}")
         records.append((orec.group_metadata_key(gid), None))
         for member in members:
+            group.apply_member_metadata(member.member_id, member.metadata_value())
+        metadata_hash = self.m.metadata_hash(group.subscribed_topics())
+        for member in members:
             records.append(self.m._metadata_record(gid, member))
-        records.append(self.m._epoch_record(gid, generation))
+        records.append(self.m._epoch_record(gid, generation, metadata_hash))
         for member in members:
             records.append(self.m._target_record(gid, member.member_id, member.assigned))
-        records.append(
-            (orec.consumer_group_key(orec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, gid), orec.consumer_group_epoch_value(generation))
-        )
+        records.append(self.m._target_metadata_record(gid, generation, 0))
         for member in members:
             records.append(self.m._current_record(gid, member))
         # The working copy the heartbeat goes on with; the records rebuild the same when replayed.
+        group.metadata_hash = metadata_hash
         for member in members:
-            group.apply_member_metadata(member.member_id, member.metadata_value())
             group.apply_target(member.member_id, [(t, sorted(p)) for t, p in member.assigned.items()])
             group.apply_current_assignment(member.member_id, member.assignment_value())
         group.metadata_refresh = True
@@ -165,21 +167,46 @@ class Migration:
     # -- KM-4: downgrade -----------------------------------------------------------------------------
 
     def should_downgrade(self, group: ConsumerGroup, leaving: str) -> bool:
-        others = [m for mid, m in group.members.items() if mid != leaving]
-        if not others or not all(m.uses_classic_protocol for m in others):
+        """Kafka's validateOnlineDowngradeWithFencedMembers for one leaving (or fenced) member."""
+        if not group.all_classic_except([leaving]) or len(group.members) - 1 <= 0:
             return False
         if not self.downgrade_enabled:
             log.info("consumer group not downgraded: online downgrade is disabled", group=group.group_id)
             return False
-        if len(others) > self.config.group_max_size:
+        if len(group.members) - 1 > self.config.group_max_size:
             log.info("consumer group not downgraded: larger than group.max.size", group=group.group_id)
             return False
         return True
 
-    def downgrade(self, group: ConsumerGroup, leaving: str) -> Awaitable[Any] | None:
+    def should_downgrade_replacing(self, group: ConsumerGroup, replaced: ConsumerMember) -> bool:
+        """Kafka's validateOnlineDowngradeWithReplacedMember: a classic member takes the place of the
+        group's last consumer-protocol member, a static one, through JoinGroup."""
+        if not (group.classic_members == len(group.members) - 1 and not replaced.uses_classic_protocol):
+            return False
+        if not self.downgrade_enabled:
+            log.info("consumer group not downgraded: online downgrade is disabled", group=group.group_id)
+            return False
+        if len(group.members) > self.config.group_max_size:
+            log.info("consumer group not downgraded: larger than group.max.size", group=group.group_id)
+            return False
+        return True
+
+    def downgrade(
+        self,
+        group: ConsumerGroup,
+        leaving: str | None,
+        joining: ConsumerMember | None = None,
+        records: list[Any] | None = None,
+        rebalance: bool = True,
+        reason: str | None = None,
+    ) -> Awaitable[Any] | None:
+        """KM-4 (Kafka's convertToClassicGroup): the group becomes a Stable classic group at its epoch, each
+        member's target assignment its classic assignment; `joining` (a classic member replacing a static
+        one) takes the replaced member's place. `records`: what the operation wrote before."""
         gid = group.group_id
         topics = self.m.topics
         now = self.shard.now_ms()
+        replaced = group.static_member(joining.instance_id) if joining is not None else None
         classic = ClassicGroup(
             gid,
             now,
@@ -188,13 +215,16 @@ class Migration:
             protocol_type=CONSUMER_PROTOCOL_TYPE,
             current_state_timestamp=now,
         )
-        for mid, m in group.members.items():
-            if mid == leaving:
-                continue
+        sources: list[ConsumerMember] = [
+            m for mid, m in group.members.items() if mid != leaving and (replaced is None or mid != replaced.member_id)
+        ]
+        if joining is not None:
+            sources.append(joining)
+        for m in sources:
             assert m.classic is not None
             classic.add(
                 ClassicMember(
-                    mid,
+                    m.member_id,
                     m.instance_id,
                     m.client_id,
                     m.client_host,
@@ -207,17 +237,21 @@ class Migration:
         classic.protocol_name = classic.select_protocol()
         classic.subscribed_topics = classic.compute_subscribed_topics()
         for mid, cm in classic.members.items():
+            source = replaced.member_id if replaced is not None and joining is not None and mid == joining.member_id else mid
             by_name: dict[str, list[int]] = {}
-            for topic_id, ps in group.target.get(mid, {}).items():
+            for topic_id, ps in group.target.get(source, {}).items():
                 t = topics.get_by_id(topic_id)
                 if t is not None:
                     by_name[t.name] = sorted(ps)
             try:
-                version = subscription_version(cm.protocols[0][1])
+                version = subscription_version(cm.metadata(classic.protocol_name))
             except EmbeddedProtocolError:
                 version = 0
             cm.assignment = serialize_assignment(by_name, version)
-        records = self.m.group_tombstones(group)
+        records = list(records or [])
+        records += self.m.group_tombstones(
+            group, replaced.member_id if replaced is not None else None, joining.member_id if joining is not None else None
+        )
         records.append(self.shard.group_metadata_record(classic))
         for mid in group.members:
             self.m._cancel_timers(gid, mid)
@@ -229,7 +263,8 @@ class Migration:
         for cm in classic.members.values():
             self.shard.classic.reschedule_heartbeat(classic, cm)
         log.info("consumer group downgraded to a classic group", group=gid, generation=classic.generation_id, members=len(classic.members))
-        self.shard.classic.prepare_rebalance(classic, f"Downgrade group {gid} from consumer to classic.")
+        if rebalance:
+            self.shard.classic.prepare_rebalance(classic, reason or f"Downgrade group {gid} from consumer to classic for member leaving.")
         return waiter
 
     # -- KM-3: classic members inside a consumer group ----------------------------------------------------
@@ -293,13 +328,17 @@ class Migration:
         self.m.fence(group, member, why)
 
     def join(self, group: ConsumerGroup, req: JoinRequest) -> tuple[JoinResult, Awaitable[Any] | None]:
-        """JoinGroup of a classic member (KM-3)."""
+        """JoinGroup of a classic member (KM-3), as Kafka's classicGroupJoinToConsumerGroup."""
         m = self.m
         gid = group.group_id
         unknown = req.member_id == ""
         member_id = new_member_id() if unknown else req.member_id
         max_size = self.config.group_consumer_max_size
-        if len(group.members) >= max_size and member_id not in group.members:
+        if (
+            len(group.members) >= max_size
+            and member_id not in group.members
+            and (req.group_instance_id is None or req.group_instance_id not in group.static_members)
+        ):
             return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=""), None
         if not self._supports(group, req.protocol_type, {n for n, _ in req.protocols}):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id), None
@@ -312,26 +351,25 @@ class Migration:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id), None
         records: list[Any] = []
         replaced: str | None = None
+        existing = group.static_member(req.group_instance_id)
         if req.group_instance_id is None:
             member = group.members.get(member_id) or ConsumerMember(member_id)
-        else:
-            existing = group.static_member(req.group_instance_id)
+            if member_id not in group.members:
+                log.info("member joined", group=gid, member=member_id, protocol="classic")
+        elif unknown:
             if existing is None:
-                member = group.members.get(member_id) or ConsumerMember(member_id)
-            elif existing.member_id == member_id:
-                member = existing
+                member = ConsumerMember(member_id)
+                log.info("member joined", group=gid, member=member_id, instance_id=req.group_instance_id, protocol="classic")
             else:
-                member = existing.copy(member_id=member_id, member_epoch=0, previous_member_epoch=0)
-                records += m._remove_member_records(gid, existing.member_id)
-                records.append(m._metadata_record(gid, member))
-                records.append(m._target_record(gid, member_id, group.target.get(existing.member_id, {})))
-                records.append(m._current_record(gid, member))
-                m._cancel_timers(gid, existing.member_id)
+                member = m.replace_static_member(group, existing, member_id, records, "classic")
                 replaced = existing.member_id
-        is_new = member.member_id not in group.members or replaced is not None
-        if is_new:
-            log.info("member joined", group=gid, member=member_id, instance_id=req.group_instance_id, protocol="classic")
-        before = member.copy()
+        else:
+            if existing is None:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id), None
+            if existing.member_id != member_id:
+                return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=req.member_id), None
+            member = existing
+        downgrade = existing is not None and self.should_downgrade_replacing(group, existing)
         updated = member.copy()
         updated.instance_id = req.group_instance_id if req.group_instance_id is not None else updated.instance_id
         if sub.rack_id is not None:
@@ -339,28 +377,47 @@ class Migration:
         if req.rebalance_timeout_ms != -1:
             updated.rebalance_timeout_ms = req.rebalance_timeout_ms
         updated.subscribed_topic_names = tuple(sorted(set(sub.topics)))
+        updated.subscribed_topic_regex = ""
         updated.client_id = req.client_id
         updated.client_host = req.client_host
         updated.classic = orec.ClassicMemberMetadata(req.session_timeout_ms, list(req.protocols))
-        bump = False
-        if is_new or not updated.same_metadata(member):
-            records.append(m._metadata_record(gid, updated))
-            bump = updated.subscribed_topic_names != member.subscribed_topic_names
+        names_changed = m._member_subscription_changed(group, member, updated, replaced is not None, records)
+        regex_status = m._maybe_update_regexes(group, member, updated, records, None)
+        bump = names_changed or regex_status is not RegexStatus.NO_CHANGE
         owned = []
         for topic, ps in sub.owned:
             t = m.topics.get(topic)
             if t is not None:
                 owned.append((t.topic_id, list(ps)))
-        reconciled, waiter, group = m._update_member(group, before, updated, replaced, is_new, bump, owned, records)
-        self.timers.cancel(_join_key(gid, reconciled.member_id))
-        mid = reconciled.member_id
-        self.timers.schedule(
-            _sync_key(gid, mid),
-            reconciled.rebalance_timeout_ms,
-            lambda: self._expired(gid, mid, "did not sync within its rebalance timeout"),
-        )
+        if downgrade:
+            group_epoch = group.group_epoch
+            if bump or group.metadata_refresh:
+                group_epoch = m._update_subscription_metadata(group, bump, member, updated, records)
+            rebalance = group.assignment_epoch < group_epoch
+            reconciled = updated
+            if not rebalance:
+                target = m._last_target(group, updated, replaced)
+                reconciled = m._maybe_reconcile(group, updated, group.assignment_epoch, target, bump, owned, records)
+            waiter = self.downgrade(
+                group,
+                None,
+                reconciled,
+                records,
+                rebalance,
+                f"Downgrade group {gid} from consumer to classic with stale assignment." if rebalance else None,
+            )
+            self.timers.cancel(_join_key(gid, reconciled.member_id))
+        else:
+            reconciled, waiter, group = m._update_member(group, member, updated, replaced, bump, bump, owned, records)
+            self.timers.cancel(_join_key(gid, reconciled.member_id))
+            mid = reconciled.member_id
+            self.timers.schedule(
+                _sync_key(gid, mid),
+                reconciled.rebalance_timeout_ms,
+                lambda: self._expired(gid, mid, "did not sync within its rebalance timeout"),
+            )
         result = JoinResult(
-            member_id=mid,
+            member_id=reconciled.member_id,
             generation_id=reconciled.member_epoch,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
             protocol_name=req.protocols[0][0],

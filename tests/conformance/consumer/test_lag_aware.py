@@ -60,25 +60,27 @@ def owned(broker: Broker, m: CgMember) -> set[int]:
 
 @pytest.mark.broker_config(**LAG_AWARE)
 async def test_lag_aware_proposal_example_over_the_wire(broker: Broker, raw: Callable[..., Any]) -> None:
-    """Lags 100/60/50 (never committed, `earliest`: the whole log): C0 gets p0, C1 p1 and p2."""
+    """Lags 100/60/50 (never committed, `earliest`: the whole log). C0 joins first and gets all three; when C1
+    joins, the from-scratch answer (C0 p0, C1 p1 and p2: 100 / 110) would move two partitions, the sticky one
+    moves p0 alone (C0 p1 and p2, C1 p0: 110 / 100), the same spread."""
     broker.topics.create("t", 3)
     await fill(await raw(), "t", [100, 60, 50])
     with info_logs() as logs:
         c0, c1 = await two_members(broker, raw)
-    assert owned(broker, c0) == {0} and owned(broker, c1) == {1, 2}
+    assert owned(broker, c0) == {1, 2} and owned(broker, c1) == {0}
     computed = [e for e in logs if e.get("event") == "target assignment computed" and e.get("members") == 2]
-    assert computed and computed[-1]["assignor"] == "lag-aware" and computed[-1]["lag_spread"] == 10
+    assert computed and computed[-1]["assignor"] == "lag-aware" and (computed[-1]["lag_spread"], computed[-1]["moves"]) == (10, 1)
     shard = broker.coordinator.shard_for("g")
-    assert shard.consumer.assigned_lags(shard.consumer_groups["g"]) == {"C0": 100, "C1": 110}
+    assert shard.consumer.assigned_lags(shard.consumer_groups["g"]) == {"C0": 110, "C1": 100}
 
 
 @pytest.mark.broker_config(**LAG_AWARE, lag_aware_uncommitted="latest")
 async def test_lag_aware_uncommitted_latest_counts_nothing(broker: Broker, raw: Callable[..., Any]) -> None:
-    """`latest`: uncommitted partitions lag 0, so only counts and partition numbers decide."""
+    """`latest`: uncommitted partitions lag 0, so only counts decide: C0 gives up its lowest partition."""
     broker.topics.create("t", 3)
     await fill(await raw(), "t", [100, 60, 50])
     c0, c1 = await two_members(broker, raw)
-    assert owned(broker, c0) == {0, 2} and owned(broker, c1) == {1}
+    assert owned(broker, c0) == {1, 2} and owned(broker, c1) == {0}
 
 
 @pytest.mark.broker_config(**LAG_AWARE)
@@ -89,43 +91,47 @@ async def test_lag_aware_counts_from_the_committed_offset(broker: Broker, raw: C
     await fill(client, "t", [100, 60, 50])
     assert await commit(client, "g", {("t", 0): 100, ("t", 1): 20}) == {("t", 0): 0, ("t", 1): 0}
     c0, c1 = await two_members(broker, raw)
-    # p2 (50) -> C0, p1 (40) -> C1, p0 (0) -> C1 (equal counts, less lag).
-    assert owned(broker, c0) == {2} and owned(broker, c1) == {0, 1}
+    # C0 held all three (90); it gives up the one that brings it nearest the mean (45): p1 (40).
+    assert owned(broker, c0) == {0, 2} and owned(broker, c1) == {1}
     # A commit ahead of the log (after a truncation) counts 0, not a negative lag.
     shard = broker.coordinator.shard_for("g")
-    lag = shard.consumer._lag_function("g", {})
+    lag = shard.consumer._lag_function("g")
     assert [lag("t", p) for p in range(3)] == [0, 40, 50]
     assert lag("absent", 0) == 0
     assert lag.topic_lags("t", 4) == [0, 40, 50, 0]  # the bulk form agrees; a partition that does not exist lags 0
     # The broker default `latest` makes an uncommitted partition lag 0, a committed one still counts.
     broker.config.lag_aware_uncommitted = "latest"
-    latest = shard.consumer._lag_function("g", {})
+    latest = shard.consumer._lag_function("g")
     assert [latest("t", p) for p in range(3)] == latest.topic_lags("t", 3) == [0, 40, 0]
 
 
 @pytest.mark.broker_config(**LAG_AWARE)
 async def test_rebalance_on_demand_moves_to_the_new_balance(broker: Broker, raw: Callable[..., Any]) -> None:
     """New uneven produce changes nothing by itself (no rebalance on lag drift); a requested rebalance bumps the
-    group epoch and the next target follows the lags now."""
+    group epoch and the next target follows the lags now, from the current assignment (sticky, issue 26)."""
     broker.topics.create("t", 3)
     client = await raw()
     await fill(client, "t", [100, 60, 50])
     c0, c1 = await two_members(broker, raw)
-    assert owned(broker, c0) == {0} and owned(broker, c1) == {1, 2}
+    assert owned(broker, c0) == {1, 2} and owned(broker, c1) == {0}
     shard = broker.coordinator.shard_for("g")
     group = shard.consumer_groups["g"]
     epoch = group.group_epoch
-    await fill(client, "t", [0, 0, 500])  # p2 now lags 550
+    await fill(client, "t", [0, 1000, 1000])  # C0 now lags 2110, C1 100: beyond the from-scratch spread plus one lag
     await converge([c0, c1])
-    assert group.group_epoch == epoch and owned(broker, c1) == {1, 2}
-    waiter = broker.coordinator.request_rebalance("g")
-    if waiter is not None:
-        await waiter
-    assert group.group_epoch == epoch + 1
-    await converge([c0, c1])
-    # p2 (550) -> C0, p0 (100) -> C1, p1 (60) -> C1.
-    assert owned(broker, c0) == {2} and owned(broker, c1) == {0, 1}
+    assert group.group_epoch == epoch and owned(broker, c0) == {1, 2}
+    with info_logs() as logs:
+        waiter = broker.coordinator.request_rebalance("g")
+        if waiter is not None:
+            await waiter
+        assert group.group_epoch == epoch + 1
+        await converge([c0, c1])
+    # Lags 100 / 1060 / 1050. From scratch: C0 {1}, C1 {2, 0} (1060 / 1150, spread 90), two moves.
+    # Sticky: one, p2 to C1 (1060 / 1150 as well).
+    assert owned(broker, c0) == {1} and owned(broker, c1) == {0, 2}
     assert group.assignment_epoch == epoch + 1
+    computed = [e for e in logs if e.get("event") == "target assignment computed"]
+    assert (computed[-1]["moves"], computed[-1]["lag_spread"]) == (1, 90)
 
 
 @pytest.mark.broker_config(**LAG_AWARE)
@@ -157,7 +163,7 @@ async def test_lag_aware_uncommitted_group_config_wins_over_the_broker_default(b
     configs = await describe(client, GROUP, "g", ["lag.aware.uncommitted"])
     assert configs["lag.aware.uncommitted"].value == "latest" and configs["lag.aware.uncommitted"].config_source == GROUP_CONFIG
     c0, c1 = await two_members(broker, raw)
-    assert owned(broker, c0) == {0, 2} and owned(broker, c1) == {1}  # as with --lag-aware-uncommitted latest
+    assert owned(broker, c0) == {1, 2} and owned(broker, c1) == {0}  # as with --lag-aware-uncommitted latest
 
 
 @pytest.mark.broker_config(**LAG_AWARE)

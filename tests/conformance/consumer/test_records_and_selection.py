@@ -115,10 +115,10 @@ async def test_rf_5_records_of_a_join_a_leave_and_a_deletion(broker: Broker, raw
     client = await raw()
     a = CgMember(client, "g", ["t"], member_id="a")
     await a.join()
-    # KH-13's order: MemberMetadata, PartitionMetadata, GroupEpoch, TargetMember, TargetMetadata, CurrentAssignment.
+    # KH-13's order as Kafka 4.4 writes it: MemberMetadata, GroupEpoch (with the subscription's metadata hash:
+    # no PartitionMetadata record since Kafka 4.1), TargetMember, TargetMetadata, CurrentAssignment.
     assert consumer_records(broker, "g") == [
         (5, "a", False),
-        (4, None, False),
         (3, None, False),
         (7, "a", False),
         (6, None, False),
@@ -131,7 +131,10 @@ async def test_rf_5_records_of_a_join_a_leave_and_a_deletion(broker: Broker, raw
     await b.leave()
     # Removing a member: current assignment, target, metadata tombstones; then the epoch bump.
     assert consumer_records(broker, "g")[mark:] == [(8, "b", True), (7, "b", True), (5, "b", True), (3, None, False)]
+    mark = len(consumer_records(broker, "g"))
     await a.leave()
+    # The last member: the target's epoch follows the group's (Kafka 4.4), so the empty group is not Assigning.
+    assert consumer_records(broker, "g")[mark:] == [(8, "a", True), (7, "a", True), (5, "a", True), (3, None, False), (6, None, False)]
     mark = len(consumer_records(broker, "g"))
     resp = await g.delete_groups(client, ["g"])
     assert resp.results[0].error_code == NONE
@@ -218,3 +221,35 @@ async def test_rc_2_compacted_consumer_group_records_replay_to_the_same_group(ma
         assert (await describe_one(client, "g-deleted")).error_code == 69
         stay.client = client
         assert (await stay.beat()).member_epoch == before.assignment_epoch
+
+
+async def test_rf_2_regex_resolutions_stored_and_replayed_at_load(make_config: Callable[..., Config]) -> None:
+    """Issue 26, regex subscriptions: a background resolution is written as a ConsumerGroupRegularExpression
+    record and replayed at load, so a restarted broker has the group's resolved topics (and its epoch)
+    without resolving again."""
+    config = make_config()
+    async with serving(config) as served:
+        await asyncio.wait_for(served.broker.coordinator.loaded.wait(), 10)
+        served.broker.topics.create("orders-1", 2)
+        served.broker.topics.create("orders-2", 1)
+        client = await served.connect()
+        member = CgMember(client, "g-rx", regex="orders-.*", member_id="a")
+        assert (await member.join()).error_code == NONE
+
+        async def owns_all() -> bool:
+            assert (await member.beat()).error_code == NONE
+            return sum(len(ps) for ps in member.owned.values()) == 3
+
+        await async_wait_until(owns_all, timeout=10, message="the expression's topics assigned")
+        group = served.broker.coordinator.shard_for("g-rx").consumer_groups["g-rx"]
+        resolved, epoch = dict(group.resolved_regexes), group.group_epoch
+        assert resolved["orders-.*"].topics == {"orders-1", "orders-2"}
+    async with serving(config) as served:
+        await asyncio.wait_for(served.broker.coordinator.loaded.wait(), 10)
+        group = served.broker.coordinator.shard_for("g-rx").consumer_groups["g-rx"]
+        assert dict(group.resolved_regexes) == resolved
+        assert group.group_epoch == epoch
+        client = await served.connect()
+        d = await describe_one(client, "g-rx")
+        assert [(m.member_id, m.subscribed_topic_regex) for m in d.members] == [("a", "orders-.*")]
+        assert sum(len(tp.partitions) for tp in d.members[0].target_assignment.topic_partitions) == 3
