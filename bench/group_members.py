@@ -236,17 +236,24 @@ async def _beat(m: Member, full: bool = False) -> Answer:
 
 
 def _stable(members: list[Member], partitions: int) -> bool:
+    """Every partition owned once, every member at one epoch, and balanced: member counts differ by at most
+    one (every group here gives each member an equal share), so one member holding everything while the
+    others wait for a target (Kafka's assignment interval) is not stable."""
     epoch = members[0].epoch
     seen = 0
     owners: set[tuple[bytes, int]] = set()
+    low, high = partitions, 0
     for m in members:
         if m.epoch != epoch:
             return False
+        count = 0
         for t, ps in m.owned.items():
             for p in ps:
                 owners.add((t, p))
-                seen += 1
-    return seen == partitions and len(owners) == partitions
+                count += 1
+        seen += count
+        low, high = min(low, count), max(high, count)
+    return seen == partitions and len(owners) == partitions and high - low <= 1
 
 
 async def _run(bootstrap: str, spec: GroupSpec) -> dict[str, Any]:

@@ -265,7 +265,7 @@ def test_kafka_defaults_leaves_what_was_set_explicitly(tmp_path: Path) -> None:
     explicit += ["--group-streams-heartbeat-interval-ms", "250", "--group-streams-min-heartbeat-interval-ms", "250"]
     explicit += ["--group-streams-initial-rebalance-delay-ms", "0", "--group-streams-assignment-interval-ms", "0"]
     explicit += ["--group-share-heartbeat-interval-ms", "250", "--group-share-min-heartbeat-interval-ms", "250"]
-    explicit += ["--group-share-assignment-interval-ms", "0"]
+    explicit += ["--group-share-assignment-interval-ms", "0", "--group-consumer-assignment-interval-ms", "0"]
     bp = BrokerProcess(tmp_path / "d", *explicit, env={"KAFLET_KAFKA_DEFAULTS": "true"}).start()
     try:
         assert bp.wait_for(lambda r: r.get("event") == "broker ready")["kafka_defaults"] == {}
