@@ -86,6 +86,16 @@ class Side:
             [ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=entries)]
         ).values():
             future.result(30)
+        # Kafka applies a group config once its metadata log has it, a moment after answering:
+        # wait until DescribeConfigs shows every value, so the group's next heartbeat sees them.
+        deadline = time.monotonic() + 30
+        while True:
+            (described,) = admin.describe_configs([ConfigResource(ConfigResource.Type.GROUP, group)]).values()
+            shown = {k: e.value for k, e in described.result(30).items()}
+            if all(shown.get(k) == v for k, v in configs.items()):
+                return
+            assert time.monotonic() < deadline, f"{group}'s configs {configs} not visible: {shown}"
+            time.sleep(0.05)
 
     async def streams_records(self, group: str) -> list[tuple[int, str | None, Any]]:
         """The streams-group records of `group` in `__consumer_offsets`, in log order, decoded:
