@@ -15,6 +15,7 @@ from typing import Any
 from broker.coordinator.consumer import regex as regexes
 from broker.coordinator.consumer.group import ConsumerGroup, Partitions
 from broker.coordinator.consumer.manager import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, HeartbeatRequest
+from broker.coordinator.describe_order import CoordinatorOrder
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.runtime.errors import CoordinatorError, map_append_error
@@ -296,7 +297,7 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
         return _describe_error(request, ErrorCode.UNSUPPORTED_VERSION)  # KH-1
     coordinator = ctx.broker.coordinator
     default = ctx.broker.config.group_consumer_assignors.split(",")[0]
-    described = []
+    described: CoordinatorOrder[Any] = CoordinatorOrder(coordinator)
     checking = ctx.broker.authorizer is not None
     denied = []  # answered first, as KafkaApis adds them before the coordinator's results
     for group_id in request.group_ids:  # one answer per requested id, a repeated one too (as Kafka)
@@ -304,23 +305,24 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
             denied.append(_error_group(group_id or "", ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
             continue
         if not group_id:
-            described.append(_error_group("", ErrorCode.INVALID_GROUP_ID, None))  # Kafka sets no message here
+            described.refused(_error_group("", ErrorCode.INVALID_GROUP_ID, None))  # Kafka sets no message here
             continue
         try:
             shard = coordinator.shard_for(group_id)
         except CoordinatorError as exc:
-            described.append(_error_group(group_id, exc.code, exc.code.message))
+            described.routed(group_id, _error_group(group_id, exc.code, exc.code.message))
             continue
         group = shard.consumer_groups.get(group_id)
         if group is None:
             other = group_id in shard.groups or group_id in shard.streams_groups
             message = f"Group {group_id} is not a consumer group." if other else f"Group {group_id} not found."
-            described.append(_error_group(group_id, ErrorCode.GROUP_ID_NOT_FOUND, message))
+            described.routed(group_id, _error_group(group_id, ErrorCode.GROUP_ID_NOT_FOUND, message))
             continue
-        described.append(describe_group(ctx.broker, group, request.include_authorized_operations, default))
+        described.routed(group_id, describe_group(ctx.broker, group, request.include_authorized_operations, default))
+    groups = described.answers()  # in Kafka's order: by coordinator partition
     if checking:
-        described = [_authorized_view(ctx, d, request.include_authorized_operations) for d in described]
-    return ConsumerGroupDescribeResponse(version=ctx.api_version, throttle_time_ms=0, groups=denied + described)
+        groups = [_authorized_view(ctx, d, request.include_authorized_operations) for d in groups]
+    return ConsumerGroupDescribeResponse(version=ctx.api_version, throttle_time_ms=0, groups=denied + groups)
 
 
 def _authorized_view(ctx: RequestContext, d: Any, include_ops: bool) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.coordinator.describe_order import CoordinatorOrder
 from broker.coordinator.streams.group import StreamsGroupState
 from broker.network.context import RequestContext
 from broker.network.registry import api
@@ -40,7 +41,7 @@ def _describe_error(request: Any, code: ErrorCode) -> Any:
 def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     include_ops = version >= 3 and request.include_authorized_operations
-    described = []
+    described: CoordinatorOrder[Any] = CoordinatorOrder(ctx.broker.coordinator)
     checking = ctx.broker.authorizer is not None
     denied = []  # answered first, as KafkaApis adds them before the coordinator's results
     for group_id in request.groups:
@@ -58,7 +59,7 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
             )
             continue
         if group_id is None:
-            described.append(
+            described.refused(
                 _Described(
                     error_code=ErrorCode.INVALID_GROUP_ID,
                     group_id=None,
@@ -74,7 +75,8 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
             shard = ctx.broker.coordinator.shard_for(group_id)
             d = shard.describe_group(group_id)
         except CoordinatorError as exc:
-            described.append(
+            described.routed(
+                group_id,
                 _Described(
                     error_code=exc.code,
                     group_id=group_id,
@@ -83,7 +85,7 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                     protocol_data="",
                     members=[],
                     authorized_operations=None,
-                )
+                ),
             )
             continue
         if version >= 6 and d.state == "Dead":
@@ -94,7 +96,8 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                 if group_id in shard.consumer_groups or group_id in shard.streams_groups or group_id in shard.share_groups
                 else "not found"
             )
-            described.append(
+            described.routed(
+                group_id,
                 _Described(
                     error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                     error_message=f"Group {group_id} {kind}.",
@@ -104,14 +107,15 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                     protocol_data="",
                     members=[],
                     authorized_operations=None,
-                )
+                ),
             )
             continue
         members = [
             _Member(member_id=m, group_instance_id=i, client_id=c, client_host=h, member_metadata=meta, member_assignment=a)
             for m, i, c, h, meta, a in d.members
         ]
-        described.append(
+        described.routed(
+            group_id,
             _Described(
                 error_code=d.error,
                 group_id=group_id,
@@ -120,9 +124,9 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                 protocol_data=d.protocol_data,
                 members=members,
                 authorized_operations=_group_ops(ctx, group_id, d.error) if include_ops else None,
-            )
+            ),
         )
-    return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=denied + described)
+    return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=denied + described.answers())
 
 
 def _group_ops(ctx: RequestContext, group_id: str, error: int) -> Any:

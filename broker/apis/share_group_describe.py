@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.share_common import share_groups_disabled
+from broker.coordinator.describe_order import coordinator_partition_order
 from broker.coordinator.share import assignor
 from broker.coordinator.share.group import ShareGroup
 from broker.network.context import RequestContext
@@ -22,7 +23,6 @@ from broker.security import authorize as authz
 from broker.security.acls import ResourceType, all_operations
 from protocol.apis import ApiKey, lazy_response
 from protocol.errors import ErrorCode
-from protocol.javahash import hashmap_order, topic_partition_hashcode
 
 ShareGroupDescribeResponse = lazy_response(ApiKey.SHARE_GROUP_DESCRIBE)
 _Described = ShareGroupDescribeResponse.DescribedGroup
@@ -128,11 +128,8 @@ def handle_share_group_describe(ctx: RequestContext, request: Any) -> Any:
             ops = authz.operations(ctx, authz.GROUP, group_id)
             d.authorized_operations = GROUP_OPERATIONS_BITS if ops is None else sum(1 << op for op in ops)
         described.append(d)
-    # the shards' answers follow in the order Kafka's HashMap<TopicPartition, ...> iterates them
-    partitions = list(by_partition)
-    topic = coordinator.topic_name
-    order = hashmap_order([topic_partition_hashcode(topic, p) for p in partitions])
-    groups = denied + invalid + [g for i in order for g in by_partition[partitions[i]]]
+    order = coordinator_partition_order(coordinator.topic_name, by_partition)
+    groups = denied + invalid + [g for p in order for g in by_partition[p]]
     if broker.authorizer is not None:
         names = {t.topic_name for g in groups for m in g.members for t in m.assignment.topic_partitions}
         allowed = authz.filter_allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, names)

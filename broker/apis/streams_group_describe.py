@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.coordinator.describe_order import coordinator_partition_order
 from broker.coordinator.streams.group import StreamsGroup
-from broker.coordinator.streams.javaorder import hashmap_order, hashmap_order_by, topic_partition_hash
+from broker.coordinator.streams.javaorder import hashmap_order
 from broker.coordinator.streams.member import StreamsMember
 from broker.coordinator.streams.tasks import EMPTY_TASKS
 from broker.coordinator.streams.topics import describe_configured
@@ -185,13 +186,13 @@ def handle_streams_group_describe(ctx: RequestContext, request: Any) -> Any:
         results = [_described(version, g or "", ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in authorized]
         return StreamsGroupDescribeResponse(version=version, throttle_time_ms=0, groups=denied + results)
     invalid = [_described(version, "", ErrorCode.INVALID_GROUP_ID) for g in authorized if not g]
-    by_partition: dict[tuple[str, int], list[str]] = {}
+    by_partition: dict[int, list[str]] = {}
     for g in authorized:
         if g:
-            by_partition.setdefault(("__consumer_offsets", coordinator.partition_for(g)), []).append(g)
+            by_partition.setdefault(coordinator.partition_for(g), []).append(g)
     results = list(invalid)
-    for key in hashmap_order_by(by_partition, lambda tp: topic_partition_hash(*tp)):
-        group_ids = by_partition[key]
+    for p in coordinator_partition_order(coordinator.topic_name, by_partition):
+        group_ids = by_partition[p]
         try:
             shard = coordinator.shard_for(group_ids[0])
         except CoordinatorError as exc:

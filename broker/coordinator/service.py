@@ -115,6 +115,8 @@ class GroupCoordinator(CoordinatorService[GroupShard]):
         topics.on_deleted.append(self._on_topic_deleted)
         topics.on_created.append(lambda topic: self._on_topic_changed(topic, True))
         topics.on_partitions_added.append(lambda topic, _old: self._on_topic_changed(topic, False))
+        # Kafka's onMetadataUpdate hears of a reassignment too: the replicas' racks are in the topic's hash.
+        topics.on_replicas_changed.append(lambda topic: self._on_topic_changed(topic, False))
 
     # -- issue 13 ------------------------------------------------------------------------
 

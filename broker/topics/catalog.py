@@ -111,6 +111,8 @@ class TopicManager:
         self.on_deleted: list[TopicListener] = []
         self.on_partitions_added: list[Callable[[Topic, int], Any]] = []
         self.on_configs_changed: list[TopicListener] = []
+        # A reassignment: the racks of the partitions' replicas may differ (KIP-848 metadata hashes).
+        self.on_replicas_changed: list[TopicListener] = []
         # Where new partitions' replicas go (a lone broker: this node; a cluster sets its own).
         self.placement = Placement.single(config.node_id, config.broker_rack, config.default_replication_factor)
         # The replicas a partition has, and the rack of a broker: the owner of the cluster's
@@ -331,6 +333,9 @@ class TopicManager:
         except OSError:
             topic.replicas = before
             raise
+        if topic.replicas != before:
+            for listener in self.on_replicas_changed:
+                listener(topic)
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.topics[name]

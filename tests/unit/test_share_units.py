@@ -11,7 +11,6 @@ import pytest
 from broker.coordinator.share import assignor
 from broker.share.coordinator.combiner import combine_state_batches
 from broker.share.coordinator.service import coordinator_key, kafka_uuid, parse_coordinator_key, parse_kafka_uuid
-from protocol.javahash import hashmap_order, topic_partition_hashcode
 from storage import share_group_records as sg
 from storage import share_state_records as ss
 from storage.offsets_records import RecordFormatError
@@ -118,21 +117,3 @@ def test_codecs_round_trip_and_refuse_what_is_not_a_record() -> None:
         sg.parse_share_group_key(member[:-1])
     with pytest.raises(ValueError):
         sg.share_group_key(sg.SHARE_GROUP_METADATA_KEY, "g", "m")  # type 11 takes no member id
-
-
-@pytest.mark.parametrize(
-    ("put", "iterated"),
-    [  # what java.util.HashMap<TopicPartition, _> of __consumer_offsets partitions iterates (JDK 17)
-        ([4, 0, 3, 2, 1], [0, 3, 4, 1, 2]),
-        ([34, 25, 30, 23, 47, 33, 45], [47, 45, 30, 25, 23, 33, 34]),
-        (  # 24 keys: the map was resized twice
-            [1, 30, 25, 38, 10, 23, 49, 4, 33, 16, 44, 17, 35, 46, 0, 37, 19, 15, 36, 22, 12, 47, 6, 13],
-            [15, 47, 16, 13, 46, 44, 12, 10, 23, 22, 19, 49, 17, 0, 30, 25, 37, 38, 6, 35, 4, 36, 1, 33],
-        ),
-    ],
-)
-def test_describe_answers_follow_kafkas_hashmap_of_coordinator_partitions(put: list[int], iterated: list[int]) -> None:
-    """ShareGroupDescribe answers each coordinator partition's groups in the order Kafka's
-    HashMap<TopicPartition, List<String>> iterates the partitions."""
-    order = hashmap_order([topic_partition_hashcode("__consumer_offsets", p) for p in put])
-    assert [put[i] for i in order] == iterated

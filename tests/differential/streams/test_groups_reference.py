@@ -30,7 +30,7 @@ def listed(resp: Any, prefix: str) -> list[Any]:
 
 
 def classic_described(resp: Any) -> list[Any]:
-    # sorted: Kafka answers group by group in the order of its coordinator partitions, kaflet in the request's
+    # sorted: the order of the answers (coordinator partitions) is pinned by the describe_order scenarios
     return sorted((g.group_id, g.error_code, g.group_state, g.protocol_type, g.protocol_data, len(g.members)) for g in resp.groups)
 
 

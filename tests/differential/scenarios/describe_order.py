@@ -1,0 +1,78 @@
+"""Describes naming several groups over several coordinator partitions (ConsumerGroupDescribe,
+DescribeGroups, StreamsGroupDescribe, ShareGroupDescribe): Kafka answers the blank ids first, then
+partition by partition in the order its HashMap<TopicPartition, List<String>> iterates them, each
+partition's groups in request order. The groups are picked so that this order is not the request's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.javahash import partition_for
+from tests.differential.harness import Registry
+from tests.differential.scenarios.common import T1, ApiKey, Side, stable_group
+from tests.differential.scenarios.consumer import first_join
+
+scenarios = Registry()
+
+OFFSETS_PARTITIONS = 5  # both brokers' __consumer_offsets (tests/differential/conftest.py)
+# The coordinator partitions of the requested groups, in request order; Kafka iterates 0, 3, 4, 1, 2.
+REQUESTED = (4, 0, 3, 2, 1, 4, 0, 3)
+
+
+def spread(s: Side) -> list[str]:
+    """Group ids of this scenario's own on the partitions of REQUESTED, in that order."""
+    out: list[str] = []
+    i = 0
+    for p in REQUESTED:
+        while partition_for(s.group(f"d{i}"), OFFSETS_PARTITIONS) != p:
+            i += 1
+        out.append(s.group(f"d{i}"))
+        i += 1
+    return out
+
+
+async def consumer_and_classic(s: Side, ids: list[str]) -> None:
+    """A consumer group (the third id) and a Stable classic one (the fourth), the others absent."""
+    await first_join(s, "a", 1, ids[2], [T1])
+    await stable_group(s, ids[3])
+
+
+def note_order(s: Side, resp: Any) -> None:
+    # the answers' own order (the normalizer sorts some of these lists before comparing)
+    s.note("answered in order", [g.group_id for g in resp.groups])
+
+
+@scenarios("kd_1_groups_in_coordinator_partition_order", rule="KD-1")
+async def _(s: Side) -> None:
+    ids = spread(s)
+    await consumer_and_classic(s, ids)
+    for v in (0, 1):
+        resp = await s.call("ctl", ApiKey.CONSUMER_GROUP_DESCRIBE, v, group_ids=[*ids, ""], include_authorized_operations=False)
+        note_order(s, resp)
+
+
+@scenarios("dg_1_groups_in_coordinator_partition_order", rule="DG-1")
+async def _(s: Side) -> None:
+    ids = spread(s)
+    await consumer_and_classic(s, ids)
+    for v in (0, 5, 6):
+        fields: dict[str, Any] = {"groups": ids}
+        if v >= 3:
+            fields["include_authorized_operations"] = False
+        note_order(s, await s.call("ctl", ApiKey.DESCRIBE_GROUPS, v, **fields))
+
+
+@scenarios("ks_26_groups_in_coordinator_partition_order", rule="KS-26")
+async def _(s: Side) -> None:
+    ids = spread(s)
+    await consumer_and_classic(s, ids)
+    resp = await s.call("ctl", ApiKey.STREAMS_GROUP_DESCRIBE, 0, group_ids=[*ids, ""], include_authorized_operations=False)
+    note_order(s, resp)
+
+
+@scenarios("qd_1_groups_in_coordinator_partition_order", rule="QD-1")
+async def _(s: Side) -> None:
+    ids = spread(s)
+    await consumer_and_classic(s, ids)
+    resp = await s.call("ctl", ApiKey.SHARE_GROUP_DESCRIBE, 1, group_ids=[*ids, ""], include_authorized_operations=False)
+    note_order(s, resp)
