@@ -257,7 +257,10 @@ class ClassicGroup:
         while (generation := self.complete(live, after_generation)) is None:
             for task in self.tasks.values():
                 if task.done() and not task.cancelled() and task.exception() is not None:
-                    raise RuntimeError(f"a member failed: {task.exception()!r}")
+                    synced = sum(self.members[i].synced for i in live)
+                    raise RuntimeError(
+                        f"a member failed: {task.exception()!r}; {synced} of {len(live)} synced; errors {dict(self.errors())}"
+                    )
             left = deadline - time.perf_counter()
             if left <= 0:
                 synced = sum(self.members[i].synced for i in live)
