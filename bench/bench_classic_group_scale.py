@@ -38,11 +38,17 @@ def _sizes(ctx: Context) -> tuple[int, ...]:
 
 
 def _session_ms(ctx: Context) -> int:
-    # --quick: Kafka's minimum session timeout, as the mock waits a session timeout less 1 s for joiners.
-    return 6000 if ctx.quick else SESSION_MS
+    # --quick: 3 s (kaflet's minimum lowered to it), as the mock waits a session timeout less 1 s for joiners.
+    return 3000 if ctx.quick else SESSION_MS
 
 
-def measure(target: Any, members: int, tag: str, pid: int, session_ms: int = SESSION_MS) -> dict[str, Any]:
+def _heartbeat_s(ctx: Context) -> float:
+    return 0.5 if ctx.quick else HEARTBEAT_S
+
+
+def measure(
+    target: Any, members: int, tag: str, pid: int, session_ms: int = SESSION_MS, heartbeat_s: float = HEARTBEAT_S
+) -> dict[str, Any]:
     spec = ClassicSpec(
         group=f"bench-classic-{tag}-{members}",
         members=members,
@@ -53,7 +59,7 @@ def measure(target: Any, members: int, tag: str, pid: int, session_ms: int = SES
         versions=versions_for(target.bootstrap, leave=1 if isinstance(target, Mock) else 3),
         session_timeout_ms=session_ms,
         rebalance_timeout_ms=REBALANCE_MS,
-        heartbeat_s=HEARTBEAT_S,
+        heartbeat_s=heartbeat_s,
         deadline_s=REBALANCE_MS / 1000 + 60,
         broker_pid=pid,
     )
@@ -71,33 +77,33 @@ def _kafka_target() -> Any:
     return target
 
 
-def _guarded(results: dict[int, dict[str, Any]], target: Any, n: int, tag: str, session_ms: int) -> None:
+def _guarded(results: dict[int, dict[str, Any]], target: Any, n: int, tag: str, session_ms: int, heartbeat_s: float) -> None:
     try:
-        results[n] = measure(target, n, tag, target.pid, session_ms)
+        results[n] = measure(target, n, tag, target.pid, session_ms, heartbeat_s)
     except (TimeoutError, RuntimeError) as exc:
         results[n] = {"failed": str(exc)[-300:]}
 
 
 def run(ctx: Context) -> list[Row]:
-    sizes, session_ms = _sizes(ctx), _session_ms(ctx)
+    sizes, session_ms, heartbeat_s = _sizes(ctx), _session_ms(ctx), _heartbeat_s(ctx)
     results: dict[str, dict[int, dict[str, Any]]] = {"kaflet": {}, "mock": {}, "kafka": {}}
-    with ctx.kaflet("--group-initial-rebalance-delay-ms", "0") as k:
+    with ctx.kaflet("--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", str(min(session_ms, 6000))) as k:
         wire.ensure_topic(k, TOPIC, PARTITIONS)
         for n in sizes:
-            results["kaflet"][n] = measure(k, n, "k", k.pid, session_ms)
+            results["kaflet"][n] = measure(k, n, "k", k.pid, session_ms, heartbeat_s)
     with ctx.mock(rebalance_delay_ms=0) as m:
         if not m.controllable:
             ctx.note("the mock's initial rebalance delay could not be set: it uses its default, 3000 ms")
         wire.ensure_topic(m, TOPIC, PARTITIONS)
         for n in sizes:
-            _guarded(results["mock"], m, n, "m", session_ms)
+            _guarded(results["mock"], m, n, "m", session_ms, heartbeat_s)
     if os.environ.get("BENCH_GROUP_SCALE_KAFKA"):
         from bench.bench_kafka import ensure_topic as kafka_topic
 
         with _kafka_target() as kafka:
             kafka_topic(kafka, TOPIC, PARTITIONS)
             for n in sizes:
-                _guarded(results["kafka"], kafka, n, "kafka", session_ms)
+                _guarded(results["kafka"], kafka, n, "kafka", session_ms, heartbeat_s)
     ctx.raw["classic_group_scale"] = results
 
     def get(broker: str, n: int, key: str) -> float | None:
@@ -144,7 +150,7 @@ def run(ctx: Context) -> list[Row]:
         if per
     }
     ctx.note(
-        f"session {session_ms} ms, rebalance {REBALANCE_MS} ms, heartbeat {HEARTBEAT_S:g} s, initial rebalance delay 0 on every "
+        f"session {session_ms} ms, rebalance {REBALANCE_MS} ms, heartbeat {heartbeat_s:g} s, initial rebalance delay 0 on every "
         f"broker; {PARTITIONS} partitions; per run: {outcome}"
     )
     return rows
