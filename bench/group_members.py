@@ -20,6 +20,7 @@ import random
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,12 +137,15 @@ def parse_answer(frame: bytes) -> tuple[int, Answer]:
 
 
 class Connection:
-    """One connection, many requests in flight, answers matched by correlation id."""
+    """One connection, many requests in flight, answers matched by correlation id.
+
+    `heartbeat()` sends a hand-encoded ConsumerGroupHeartbeat; `request()` any kafka-python request object
+    (encoded and decoded by its schema: the classic group members of bench/classic_members.py)."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.corr = 0
-        self.waiting: dict[int, asyncio.Future[Answer]] = {}
+        self.waiting: dict[int, tuple[asyncio.Future[Any], Callable[[bytes], Any]]] = {}
         self.task = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
@@ -150,30 +154,51 @@ class Connection:
         reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 24)
         return cls(reader, writer)
 
+    def _send(self, frame: bytes, decode: Callable[[bytes], Any]) -> asyncio.Future[Any]:
+        self.writer.write(frame)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting[self.corr] = (fut, decode)
+        return fut
+
     def heartbeat(self, body: bytes) -> asyncio.Future[Answer]:
         self.corr += 1
         header = _HB_HEADER.pack(68, 1, self.corr) + _H.pack(len(CLIENT_ID)) + CLIENT_ID + b"\x00"
-        self.writer.write(_I.pack(len(header) + len(body)) + header + body)
-        fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self.waiting[self.corr] = fut
-        return fut
+        return self._send(_I.pack(len(header) + len(body)) + header + body, _heartbeat_answer)
+
+    def request(self, request: Any) -> asyncio.Future[Any]:
+        """Send a kafka-python request object at the version it was built with; the future gets its response."""
+        from protocol.apis import MESSAGE_CLASSES
+
+        self.corr += 1
+        request.with_header(correlation_id=self.corr, client_id=CLIENT_ID.decode())
+        response_cls, version = MESSAGE_CLASSES[request.API_KEY][1], request.API_VERSION
+        return self._send(
+            bytes(request.encode(header=True, framed=True)), lambda frame: response_cls.decode(frame, version=version, header=True)
+        )
 
     async def _read(self) -> None:
         try:
             while True:
                 size = _I.unpack(await self.reader.readexactly(4))[0]
-                corr, answer = parse_answer(await self.reader.readexactly(size))
-                fut = self.waiting.pop(corr, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(answer)
+                frame = await self.reader.readexactly(size)
+                fut, decode = self.waiting.pop(_I.unpack_from(frame, 0)[0], (None, None))
+                if fut is not None and decode is not None and not fut.done():
+                    try:
+                        fut.set_result(decode(frame))
+                    except Exception as exc:  # an answer that does not decode fails its request, not the reader
+                        fut.set_exception(exc)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            for fut in self.waiting.values():
+            for fut, _ in self.waiting.values():
                 if not fut.done():
                     fut.set_exception(ConnectionError("connection closed"))
 
     async def close(self) -> None:
         self.task.cancel()
         self.writer.close()
+
+
+def _heartbeat_answer(frame: bytes) -> Answer:
+    return parse_answer(frame)[1]
 
 
 @dataclass

@@ -32,6 +32,7 @@ BENCHMARKS = [
     "groups",
     "consumer_groups",
     "group_scale",
+    "classic_group_scale",
     "regex_subscriptions",
     "heartbeat_default",
     "metrics",

@@ -116,3 +116,18 @@ def test_quick_produce_and_consume_report_the_clients_cost_per_mb(tmp_path: Path
                 assert row["ratio"] is None  # context beside the target, not a second ratio
     produced = {r["name"]: r for r in benchmarks["produce"]["rows"]}["produce 1024 B client CPU per MB"]
     assert produced["kaflet"] > 0 and produced["baseline"] > 0
+
+
+def test_quick_classic_group_scale_forms_and_reforms_a_group_on_kaflet_and_the_mock(tmp_path: Path) -> None:
+    """The raw classic members still form a group (and form it again after one leaves) on both brokers."""
+    _, benchmarks = run_quick(tmp_path, "classic_group_scale", timeout=180)
+    entry = benchmarks["classic_group_scale"]
+    assert "error" not in entry, entry
+    for broker, per_size in entry["raw"]["classic_group_scale"].items():
+        for size, result in per_size.items():
+            assert "failed" not in result, (broker, size, result)
+            assert result["second_generation"] > result["generation"], (broker, size, result)
+    rows = {r["name"]: r for r in entry["rows"]}
+    for figure in ("first rebalance", "rebalance after one leaves"):
+        row = rows[f"10 members: {figure}"]
+        assert row["kaflet"] > 0 and row["baseline"] > 0 and row["baseline_name"] == "mock", row
