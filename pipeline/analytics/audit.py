@@ -201,7 +201,7 @@ def run_audit(spark: Any, opts: JobOptions, sources: list[str], outputs: list[st
             from pipeline.analytics.jobs import read_offsets_log
 
             records = tl.group_records(read_offsets_log(spark, opts, streaming=False)).cache()
-            timeline = tl.derive_all(tl.group_events(records), tl.consumer_group_events(records))
+            timeline = tl.derive_all(tl.group_events(records), tl.consumer_group_events(records), tl.topic_names(opts))
     frames = audit_frames(src, out, committed, timeline, group)
     for name, df in frames.items():
         df.write.mode("overwrite").parquet(opts.path(name))

@@ -149,15 +149,36 @@ def _read(spark: Any, path: str, schema: Any) -> Any:
     return spark.read.schema(schema).parquet(path)
 
 
-def derive_all(classic_events: Any, consumer_events: Any) -> Any:
+def derive_all(classic_events: Any, consumer_events: Any, names: dict[str, str] | None = None) -> Any:
     # Unordered: a reader sorts (the report does); one shuffle less per micro-batch.
-    return derive_timeline(classic_events).unionByName(derive_consumer_timeline(consumer_events))
+    return derive_timeline(classic_events).unionByName(derive_consumer_timeline(consumer_events, names))
 
 
 def write_timeline(spark: Any, opts: JobOptions) -> None:
     classic = _read(spark, opts.path(EVENTS), offsets_log.group_schema())
     consumer = _read(spark, opts.path(CONSUMER_EVENTS), offsets_log.consumer_group_schema())
-    derive_all(classic, consumer).write.mode("overwrite").parquet(opts.path(NAME))
+    derive_all(classic, consumer, topic_names(opts)).write.mode("overwrite").parquet(opts.path(NAME))
+
+
+def topic_names(opts: JobOptions) -> dict[str, str]:
+    """{topic id: name} of the cluster's topics now. Kafka 4.4 writes no ConsumerGroupPartitionMetadata
+    records (a group keeps a hash of its topics' metadata instead), so a KIP-848 group's assignments,
+    which name topic ids, are named from the cluster; a deleted topic keeps its id."""
+    import uuid
+
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": opts.bootstrap, **opts.librdkafka()})
+    names = [n for n in admin.list_topics(timeout=30).topics if not n.startswith("__")]
+    if not names:
+        return {}
+    out = {}
+    for future in admin.describe_topics(TopicCollection(names)).values():
+        d = future.result(30)
+        bits = (d.topic_id.get_most_significant_bits() % (1 << 64)) << 64 | d.topic_id.get_least_significant_bits() % (1 << 64)
+        out[str(uuid.UUID(int=bits))] = d.name
+    return out
 
 
 def run_rebalance_timeline(spark: Any, opts: JobOptions) -> None:
@@ -223,8 +244,9 @@ class _ConsumerGroup:
     current assignment (type 8) is at that epoch or later, in state STABLE with nothing pending
     revocation, and equal to its target assignment (type 7)."""
 
-    def __init__(self, group: str) -> None:
+    def __init__(self, group: str, names: dict[str, str] | None = None) -> None:
         self.group = group
+        self.known_names = dict(names or {})
         self.incarnation = 0
         self.reset()
         self.out: list[dict[str, Any]] = []
@@ -233,7 +255,7 @@ class _ConsumerGroup:
         self.members: dict[str, dict[str, Any]] = {}
         self.target: dict[str, list[dict[str, Any]]] = {}
         self.current: dict[str, dict[str, Any]] = {}
-        self.names: dict[str, str] = {}
+        self.names: dict[str, str] = dict(self.known_names)
         self.gen: dict[str, Any] | None = None
         self.previous_ids: list[str] = []
         self.previous_stable: Any = None
@@ -352,8 +374,9 @@ class _ConsumerGroup:
             self.snapshot(g)
 
 
-def consumer_group_generations(batches: Any) -> Any:
-    """mapInArrow over consumer-group events sorted by (group, log position) within each task."""
+def consumer_group_generations(batches: Any, names: dict[str, str] | None = None) -> Any:
+    """mapInArrow over consumer-group events sorted by (group, log position) within each task;
+    `names`: topic ids to names, where the log has no ConsumerGroupPartitionMetadata record."""
     import pyarrow as pa
 
     schema = offsets_log.arrow_schema(timeline_schema())
@@ -364,7 +387,7 @@ def consumer_group_generations(batches: Any) -> Any:
                 if current is not None:
                     current.close(None)
                     yield pa.RecordBatch.from_pylist(current.out, schema=schema)
-                current = _ConsumerGroup(row["group"])
+                current = _ConsumerGroup(row["group"], names)
             current.apply(row)
     if current is not None:
         current.close(None)
@@ -377,6 +400,7 @@ def consumer_group_events(raw: Any) -> Any:
     )
 
 
-def derive_consumer_timeline(events: Any) -> Any:
+def derive_consumer_timeline(events: Any, names: dict[str, str] | None = None) -> Any:
     ordered = events.repartition("group").sortWithinPartitions("group", "offsets_partition", "offsets_offset")
-    return ordered.mapInArrow(consumer_group_generations, timeline_schema())
+    known = dict(names or {})
+    return ordered.mapInArrow(lambda batches: consumer_group_generations(batches, known), timeline_schema())
