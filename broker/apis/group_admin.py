@@ -58,6 +58,19 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                 )
             )
             continue
+        if not ctx.broker.coordinator.active:  # GE-5: checked before the group id, so a null id too
+            described.refused(
+                _Described(
+                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=None,
+                )
+            )
+            continue
         if group_id is None:
             described.refused(
                 _Described(
