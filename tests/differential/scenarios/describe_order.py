@@ -2,8 +2,8 @@
 DescribeGroups, StreamsGroupDescribe, ShareGroupDescribe): Kafka answers the blank ids first, then
 partition by partition in the order its HashMap<TopicPartition, List<String>> iterates them, each
 partition's groups in request order. The groups are picked so that this order is not the request's.
-DeleteGroups goes partition by partition the same way, each partition's groups in the order of a
-HashSet of them."""
+DeleteGroups goes partition by partition the same way, each partition's share groups it could not
+delete first, then its other groups in the order of a HashSet of them."""
 
 from __future__ import annotations
 
@@ -87,6 +87,9 @@ async def _(s: Side) -> None:
     await consumer_and_classic(s, ids)  # both not empty: NON_EMPTY_GROUP
     for g in ids[5::3]:  # empty groups of committed offsets: deleted
         await commit(s, "ctl", g, 9, {(T3, 0): 1})
+    # a share group with a member: NON_EMPTY_GROUP from its share state's deletion, first in its partition
+    share_member = {"member_id": "s-member-id-of-22chars", "member_epoch": 0, "rack_id": None, "subscribed_topic_names": [T1]}
+    await s.call("s", ApiKey.SHARE_GROUP_HEARTBEAT, 1, group_id=ids[9], **share_member)
     names = [*ids, "", s.group("unknown"), ids[0]]  # a blank id, an unknown one, a repeated one
     for v in (0, 2):
         resp = await s.call("ctl", ApiKey.DELETE_GROUPS, v, groups_names=names)
