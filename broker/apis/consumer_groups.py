@@ -304,6 +304,9 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
         if checking and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, group_id or ""):
             denied.append(_error_group(group_id or "", ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
             continue
+        if not coordinator.active:  # GE-5: checked before the group id, so a blank id too; no message
+            described.refused(_error_group(group_id or "", ErrorCode.COORDINATOR_NOT_AVAILABLE, None))
+            continue
         if not group_id:
             described.refused(_error_group("", ErrorCode.INVALID_GROUP_ID, None))  # Kafka sets no message here
             continue

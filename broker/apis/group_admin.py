@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.coordinator.describe_order import CoordinatorOrder
+from broker.coordinator.describe_order import CoordinatorOrder, coordinator_partition_order, delete_order, hashset_order
 from broker.coordinator.streams.group import StreamsGroupState
 from broker.network.context import RequestContext
 from broker.network.registry import api
@@ -49,6 +49,19 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
             denied.append(
                 _Described(
                     error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=None,
+                )
+            )
+            continue
+        if not ctx.broker.coordinator.active:  # GE-5: checked before the group id, so a null id too
+            described.refused(
+                _Described(
+                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     group_id=group_id,
                     group_state="",
                     protocol_type="",
@@ -202,45 +215,53 @@ def _delete_error(request: Any, code: ErrorCode) -> Any:
 def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     coordinator = ctx.broker.coordinator
-    results: dict[str | None, ErrorCode] = {}
-    by_shard: dict[Any, list[str]] = {}
+    authorized: list[str | None] = []
     denied: list[str | None] = []
     checking = ctx.broker.authorizer is not None
     for group_id in dict.fromkeys(request.groups_names):  # DL-1: duplicates once, order kept
         if checking and not authz.allowed(ctx, authz.Op.DELETE, authz.GROUP, group_id or ""):
             denied.append(group_id)  # answered after the others, as KafkaApis does
-            continue
-        if group_id is None:
-            results[None] = ErrorCode.INVALID_GROUP_ID
-            continue
-        results[group_id] = ErrorCode.NONE
-        try:
-            by_shard.setdefault(coordinator.shard_for(group_id), []).append(group_id)
-        except CoordinatorError as exc:
-            results[group_id] = exc.code
-    waiters = []
-    for shard, group_ids in by_shard.items():
-        try:
-            outcome, waiter = shard.delete_groups(group_ids)
-        except CoordinatorError as exc:
-            for g in group_ids:
-                results[g] = map_append_error(exc.code)
-            continue
-        for g, code in outcome:
-            results[g] = code
-        if waiter is not None:
-            waiters.append((waiter, group_ids))
+        else:
+            authorized.append(group_id)
 
-    def build() -> Any:
+    def build(results: list[tuple[str | None, ErrorCode]]) -> Any:
         return DeleteGroupsResponse(
             version=version,
             throttle_time_ms=0,
-            results=[_Deleted(group_id=g, error_code=c) for g, c in results.items()]
+            results=[_Deleted(group_id=g, error_code=c) for g, c in results]
             + [_Deleted(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in denied],
         )
 
+    if not coordinator.active:  # GE-5: before any group id is looked at, a null one too
+        return build([(g, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in authorized])
+    results: dict[str | None, ErrorCode] = {g: ErrorCode.INVALID_GROUP_ID for g in authorized if g is None}
+    by_partition: dict[int, list[str]] = {}
+    for group_id in authorized:
+        if group_id is not None:
+            by_partition.setdefault(coordinator.partition_for(group_id), []).append(group_id)
+    ordered: list[str] = []  # the routed ids in Kafka's order (describe_order.delete_order)
+    waiters = []
+    for p in coordinator_partition_order(coordinator.topic_name, by_partition):
+        group_ids = by_partition[p]
+        try:
+            shard = coordinator.shard_for(group_ids[0])
+            outcome, waiter = shard.delete_groups(hashset_order(group_ids))
+        except CoordinatorError as exc:
+            code = map_append_error(exc.code)  # routing errors pass unchanged
+            results.update((g, code) for g in group_ids)
+            ordered += delete_order(group_ids, share_failed=group_ids)  # every one failed at its share state
+            continue
+        results.update(outcome)
+        failed = {g for g, c in outcome if c is not ErrorCode.NONE and g in shard.share_groups}
+        ordered += delete_order(group_ids, share_failed=failed)
+        if waiter is not None:
+            waiters.append((waiter, group_ids))
+
+    def answers() -> list[tuple[str | None, ErrorCode]]:
+        return [(g, c) for g, c in results.items() if g is None] + [(g, results[g]) for g in ordered]
+
     if not waiters:
-        return build()
+        return build(answers())
 
     async def finish() -> Any:
         for waiter, group_ids in waiters:
@@ -250,6 +271,6 @@ def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
                 for g in group_ids:
                     if results[g] is ErrorCode.NONE:
                         results[g] = ErrorCode.NOT_COORDINATOR
-        return build()
+        return build(answers())
 
     return finish()

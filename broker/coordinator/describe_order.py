@@ -1,18 +1,22 @@
 """The order of the answers to a request naming several groups (ConsumerGroupDescribe,
-StreamsGroupDescribe, ShareGroupDescribe, DescribeGroups).
+StreamsGroupDescribe, ShareGroupDescribe, DescribeGroups, DeleteGroups).
 
 Kafka's GroupCoordinatorService files the group ids by their `__consumer_offsets` partition in a
 `new HashMap<TopicPartition, List<String>>()` filled with `computeIfAbsent` (request order within
 a partition), then answers partition by partition in the order that map iterates, after the
 blank ids it refused up front. A client that zips the answers with its request sees this order.
+
+DeleteGroups goes partition by partition the same way, but within a partition it answers first the
+share groups it could not delete (from a `HashMap<String, Errors>`), then the others in the order of
+a `new HashSet<>(groupList)` (GroupCoordinatorService.deleteGroups).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any, Generic, TypeVar
 
-from broker.coordinator.streams.javaorder import hashmap_order_by, topic_partition_hash
+from broker.coordinator.streams.javaorder import hashmap_order, hashmap_order_by, topic_partition_hash
 
 T = TypeVar("T")
 
@@ -21,6 +25,21 @@ def coordinator_partition_order(topic: str, partitions: Iterable[int]) -> list[i
     """The distinct `partitions` (in the order they were first met) in the order Kafka's
     `HashMap<TopicPartition, _>` of them iterates."""
     return hashmap_order_by(partitions, lambda p: topic_partition_hash(topic, p), compute_if_absent=True)
+
+
+def hashset_order(keys: Iterable[str]) -> list[str]:
+    """The distinct `keys` in the order a `new HashSet<>(keys)` iterates them (JDK 17: a table of
+    `max((int) (n / .75f) + 1, 16)`, filled by put)."""
+    distinct = list(dict.fromkeys(keys))
+    return hashmap_order(distinct, initial_capacity=max(int(len(distinct) / 0.75) + 1, 16))
+
+
+def delete_order(group_ids: list[str], share_failed: Collection[str]) -> list[str]:
+    """One coordinator partition's DeleteGroups answers: the share groups in `share_failed` (those
+    whose share state could not be deleted, a non-empty one say) as a `new HashMap<>()` of them
+    iterates, then the others as a HashSet of all `group_ids` iterates."""
+    failed = [g for g in group_ids if g in share_failed]
+    return hashmap_order(failed) + [g for g in hashset_order(group_ids) if g not in share_failed]
 
 
 class CoordinatorOrder(Generic[T]):

@@ -1,6 +1,7 @@
 """The order of the answers to a describe naming several groups (ConsumerGroupDescribe,
 StreamsGroupDescribe, ShareGroupDescribe, DescribeGroups): Kafka's GroupCoordinatorService files
-the ids in a HashMap<TopicPartition, List<String>> by computeIfAbsent and answers in its order."""
+the ids in a HashMap<TopicPartition, List<String>> by computeIfAbsent and answers in its order.
+DeleteGroups too, each partition's groups in HashSet order after its failed share groups."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.coordinator.describe_order import CoordinatorOrder, coordinator_partition_order
+from broker.coordinator.describe_order import CoordinatorOrder, coordinator_partition_order, delete_order, hashset_order
 from protocol.javahash import partition_for
 
 
@@ -52,3 +53,38 @@ def test_kd_1_inactive_coordinator_answers_in_request_order() -> None:
     for g in ("g3", "g1", "g2"):
         order.routed(g, g)
     assert order.answers() == ["g3", "g1", "g2"]
+
+
+@pytest.mark.parametrize(
+    ("added", "iterated"),
+    [  # what `new HashSet<>(added)` iterates (JDK 17)
+        (["g0", "g1", "g2"], ["g0", "g1", "g2"]),
+        (["orders", "payments", "audit", "x.y"], ["x.y", "audit", "payments", "orders"]),
+        (  # 13 keys: a table of 32 rather than 16
+            [f"group-{i}" for i in range(13)],
+            [
+                "group-10",
+                "group-12",
+                "group-11",
+                "group-7",
+                "group-6",
+                "group-9",
+                "group-8",
+                "group-3",
+                "group-2",
+                "group-5",
+                "group-4",
+                "group-1",
+                "group-0",
+            ],
+        ),
+    ],
+)
+def test_dl_1_hashset_order_is_javas(added: list[str], iterated: list[str]) -> None:
+    assert hashset_order(added) == iterated
+
+
+def test_dl_1_failed_share_groups_first_then_the_others_in_hashset_order() -> None:
+    ids = ["orders", "payments", "audit", "x.y"]
+    assert delete_order(ids, share_failed=set()) == ["x.y", "audit", "payments", "orders"]
+    assert delete_order(ids, share_failed={"orders"}) == ["orders", "x.y", "audit", "payments"]

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tests.support.client_driver import JavaDriver
+from tests.support.waiting import wait_until
 
 SIDES = ("kaflet", "kafka")
 
@@ -156,3 +157,19 @@ def outcome(answer: dict[str, Any]) -> Any:
 def unkeyed(result: dict[str, Any]) -> dict[str, Any]:
     """Member-keyed results ("kaflet/a") keyed by the member's own name ("a")."""
     return {k.split("/", 1)[1]: v for k, v in result.items()}
+
+
+def commit_to_the_end(peers: Peers, names: tuple[str, ...], ends: dict[str, int]) -> None:
+    """Each member commits its positions until, on both brokers, every partition it holds is
+    committed at the partition's end (`ends`, by "topic:partition"). group_wait counts the records
+    a member delivered before a rebalance took some of its partitions (and gave them back, or to a
+    member that joined): until its next fetch the holder has no position for those, and commitSync
+    commits only the positions it has."""
+
+    def committed_at_the_end() -> bool:
+        for name in names:
+            peers.ok("member_call", name=name, call="commit")
+        committed = [side for name in names for side in peers.ok("member_call", name=name, call="committed").values()]
+        return all(o is not None and o["offset"] == ends[tp] for c in committed for tp, o in c.items())
+
+    wait_until(committed_at_the_end, timeout=30, message="every member's partitions committed at their end")

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.differential.clients.peers import Peers, own_groups, table
-from tests.support.waiting import wait_until
+from tests.differential.clients.peers import Peers, commit_to_the_end, own_groups, table
 
 
 def tool(peers: Peers, *args: str) -> dict[str, Any]:
@@ -24,21 +23,6 @@ def tool(peers: Peers, *args: str) -> dict[str, Any]:
     return peers.same("tool", view=view, args=[*args, "--bootstrap-server", "{bootstrap}"])  # type: ignore[no-any-return]
 
 
-def commit_to_the_end(peers: Peers, names: tuple[str, ...], ends: dict[str, int]) -> None:
-    """Each member commits its positions until, on both brokers, every partition it holds is
-    committed at the partition's end (`ends`, by topic). group_wait counts the records a member
-    delivered before a rebalance took some of its partitions and gave them back; until its next
-    fetch it has no position for those, and commitSync commits only the positions it has."""
-
-    def committed_at_the_end() -> bool:
-        for name in names:
-            peers.ok("member_call", name=name, call="commit")
-        committed = [side for name in names for side in peers.ok("member_call", name=name, call="committed").values()]
-        return all(o is not None and o["offset"] == ends[tp.rsplit(":", 1)[0]] for c in committed for tp, o in c.items())
-
-    wait_until(committed_at_the_end, timeout=30, message="every member's partitions committed at their end")
-
-
 def test_kafka_consumer_groups_lists_describes_resets_and_deletes(peers: Peers) -> None:
     peers.ok("create_topics", topics={"cg-tool": 3, "cg-tool-848": 2})
     peers.same("produce", topic="cg-tool", records=[[i % 3, None, f"v{i}"] for i in range(9)])
@@ -49,7 +33,7 @@ def test_kafka_consumer_groups_lists_describes_resets_and_deletes(peers: Peers) 
     peers.ok("member_start", name="nc", group="cg-848", topics=["cg-tool-848"], client_id="nc", protocol="consumer")
     peers.ok("group_wait", names=["st", "dy"], partitions=3, records=9)
     peers.ok("group_wait", names=["nc"], partitions=2, records=4)
-    commit_to_the_end(peers, ("st", "dy", "nc"), {"cg-tool": 3, "cg-tool-848": 2})
+    commit_to_the_end(peers, ("st", "dy", "nc"), {f"cg-tool:{p}": 3 for p in range(3)} | {f"cg-tool-848:{p}": 2 for p in range(2)})
     peers.same("produce", topic="cg-tool", records=[[0, None, "lag"]])  # one record of lag on partition 0
 
     listed = tool(peers, "--list")
