@@ -29,11 +29,15 @@ GROUP_OPERATIONS = all_operations(ResourceType.GROUP)
 GROUP_TYPES = ("classic", "consumer", "share", "streams")
 
 
+def _failed(code: ErrorCode, group_id: str | None) -> Any:
+    """A DescribeGroups answer for a group that could not be described."""
+    return _Described(
+        error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=[], authorized_operations=None
+    )
+
+
 def _describe_error(request: Any, code: ErrorCode) -> Any:
-    groups = [
-        _Described(error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="", members=[], authorized_operations=None)
-        for g in request.groups
-    ]
+    groups = [_failed(code, g) for g in request.groups]
     return DescribeGroupsResponse(version=request.version, throttle_time_ms=0, groups=groups)
 
 
@@ -46,60 +50,19 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     denied = []  # answered first, as KafkaApis adds them before the coordinator's results
     for group_id in request.groups:
         if checking and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, group_id or ""):
-            denied.append(
-                _Described(
-                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                    group_id=group_id,
-                    group_state="",
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                    authorized_operations=None,
-                )
-            )
+            denied.append(_failed(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id))
             continue
         if not ctx.broker.coordinator.active:  # GE-5: checked before the group id, so a null id too
-            described.refused(
-                _Described(
-                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    group_id=group_id,
-                    group_state="",
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                    authorized_operations=None,
-                )
-            )
+            described.refused(_failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, group_id))
             continue
         if group_id is None:
-            described.refused(
-                _Described(
-                    error_code=ErrorCode.INVALID_GROUP_ID,
-                    group_id=None,
-                    group_state="",
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                    authorized_operations=None,
-                )
-            )
+            described.refused(_failed(ErrorCode.INVALID_GROUP_ID, None))
             continue
         try:
             shard = ctx.broker.coordinator.shard_for(group_id)
             d = shard.describe_group(group_id)
         except CoordinatorError as exc:
-            described.routed(
-                group_id,
-                _Described(
-                    error_code=exc.code,
-                    group_id=group_id,
-                    group_state="",
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                    authorized_operations=None,
-                ),
-            )
+            described.routed(group_id, _failed(exc.code, group_id))
             continue
         if version >= 6 and d.state == "Dead":
             # v6 (KIP-1043): a group that is not a classic one is an error, with Kafka's message;
