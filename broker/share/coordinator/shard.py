@@ -77,6 +77,11 @@ class PartitionResult:
     batches: list[StateBatch] = field(default_factory=list)
 
 
+def _refused(partition: int, code: ErrorCode, message: str | None = None) -> CoordinatorResult[PartitionResult]:
+    """A partition's error answer, no records written (Kafka's message for the code by default)."""
+    return CoordinatorResult([], PartitionResult(partition, code, code.message if message is None else message))
+
+
 class ShareShard:
     def __init__(self, service: ShareCoordinator, context: CoordinatorContext[ShareShard]) -> None:
         self.service = service
@@ -180,18 +185,16 @@ class ShareShard:
     ) -> CoordinatorResult[PartitionResult]:
         """InitializeShareGroupState for one partition: a new snapshot with no batches."""
         if topic_id is None:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NULL_TOPIC_ID))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NULL_TOPIC_ID)
         if partition < 0:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
         if state_epoch < 0:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_STATE_EPOCH))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_STATE_EPOCH)
         k = (group, topic_id, partition)
         if self.state_epochs.get(k, state_epoch) > state_epoch:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_STATE_EPOCH.message))
+            return _refused(partition, ErrorCode.FENCED_STATE_EPOCH)
         if self._unknown_partition(topic_id, partition):
-            return CoordinatorResult(
-                [], PartitionResult(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
-            )
+            return _refused(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         current = self.states.get(k)
         now = self.now_ms()
         snapshot = srec.ShareSnapshot(
@@ -220,25 +223,23 @@ class ShareShard:
     ) -> CoordinatorResult[PartitionResult]:
         """WriteShareGroupState for one partition: a ShareUpdate, or a ShareSnapshot when due."""
         if topic_id is None:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NULL_TOPIC_ID))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NULL_TOPIC_ID)
         if partition < 0:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
         if leader_epoch < 0:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_LEADER_EPOCH))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_LEADER_EPOCH)
         if state_epoch < 0:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_STATE_EPOCH))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_STATE_EPOCH)
         k = (group, topic_id, partition)
         current = self.states.get(k)
         if current is None:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, WRITE_UNINITIALIZED))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, WRITE_UNINITIALIZED)
         if self.leader_epochs.get(k, leader_epoch) > leader_epoch:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH_MESSAGE))
+            return _refused(partition, ErrorCode.FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH_MESSAGE)
         if self.state_epochs.get(k, state_epoch) > state_epoch:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_STATE_EPOCH.message))
+            return _refused(partition, ErrorCode.FENCED_STATE_EPOCH)
         if self._unknown_partition(topic_id, partition):
-            return CoordinatorResult(
-                [], PartitionResult(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
-            )
+            return _refused(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return CoordinatorResult(
             [self._state_record(k, current, leader_epoch, start_offset, delivery_complete_count, batches, False)],
             PartitionResult(partition),
@@ -282,21 +283,19 @@ class ShareShard:
     def read_state(self, group: str, topic_id: uuid.UUID | None, partition: int, leader_epoch: int) -> CoordinatorResult[PartitionResult]:
         """ReadShareGroupState for one partition; a newer leader epoch is recorded (an update)."""
         if topic_id is None:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NULL_TOPIC_ID))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NULL_TOPIC_ID)
         if partition < 0:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
         if leader_epoch < 0:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_LEADER_EPOCH))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_LEADER_EPOCH)
         k = (group, topic_id, partition)
         current = self.states.get(k)
         if current is None:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, READ_UNINITIALIZED))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, READ_UNINITIALIZED)
         if self.leader_epochs.get(k, leader_epoch) > leader_epoch:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH_MESSAGE))
+            return _refused(partition, ErrorCode.FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH_MESSAGE)
         if self._unknown_partition(topic_id, partition):
-            return CoordinatorResult(
-                [], PartitionResult(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
-            )
+            return _refused(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         result = PartitionResult(
             partition,
             state_epoch=current.state_epoch,
@@ -313,13 +312,11 @@ class ShareShard:
     def read_summary(self, group: str, topic_id: uuid.UUID | None, partition: int) -> CoordinatorResult[PartitionResult]:
         """ReadShareGroupStateSummary for one partition: -1s for a partition never initialized."""
         if topic_id is None:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NULL_TOPIC_ID))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NULL_TOPIC_ID)
         if partition < 0:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
         if self._unknown_partition(topic_id, partition):
-            return CoordinatorResult(
-                [], PartitionResult(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
-            )
+            return _refused(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         current = self.states.get((group, topic_id, partition))
         if current is None:
             return CoordinatorResult(
@@ -339,13 +336,11 @@ class ShareShard:
     def delete_state(self, group: str, topic_id: uuid.UUID | None, partition: int) -> CoordinatorResult[PartitionResult]:
         """DeleteShareGroupState for one partition: a tombstone, if there is a state."""
         if topic_id is None:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NULL_TOPIC_ID))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NULL_TOPIC_ID)
         if partition < 0:
-            return CoordinatorResult([], PartitionResult(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID))
+            return _refused(partition, ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
         if self._unknown_partition(topic_id, partition):
-            return CoordinatorResult(
-                [], PartitionResult(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
-            )
+            return _refused(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if (group, topic_id, partition) not in self.states:
             return CoordinatorResult([], PartitionResult(partition))
         return CoordinatorResult([(srec.share_key(srec.SHARE_SNAPSHOT_KEY, group, topic_id, partition), None)], PartitionResult(partition))
