@@ -135,8 +135,14 @@ PURE_TESTS := tests/unit/test_commit_codec.py tests/unit/test_records.py tests/u
 	tests/conformance/test_offset_commit.py tests/conformance/test_offset_fetch.py tests/conformance/test_txn_offset_commit.py \
 	tests/api/test_offsets.py
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist): it mostly waits on JVMs, real clients
+# and the brokers' timers, so three processes share two cores well. Whole modules go to one
+# process, longest first (tests/support/parallel.py). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
+PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
+
 test: $(VENV)/.installed-test apt-deps promtool jvm go
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL)
 	KAFLET_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(PURE_TESTS)
 
 # The container image, built from docker/Dockerfile and checked against a local Docker daemon
@@ -154,7 +160,7 @@ test-image: $(VENV)/.installed-test
 # The quicker loop while editing: codecs, storage and the coordinator's rules, with a fifth of the
 # assignors' hypothesis examples (KAFLET_TEST_FAST; make test runs them all).
 test-fast: $(VENV)/.installed-test
-	KAFLET_TEST_FAST=1 $(BIN)/python -m pytest -q tests/unit tests/conformance
+	KAFLET_TEST_FAST=1 $(BIN)/python -m pytest -q $(PARALLEL) tests/unit tests/conformance
 
 bench: $(VENV)/.installed-test jvm
 	@$(COMPILE)

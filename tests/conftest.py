@@ -22,6 +22,38 @@ collect_ignore = [] if os.environ.get("KAFLET_TEST_IMAGE") else ["image"]
 kaflet_logging.configure("json", "warning")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from tests.support.parallel import check_groups
+
+    check_groups(items)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadscope` (make test) hands out whole modules and groups of them, longest first."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.support.parallel import ModuleScheduling
+
+    return ModuleScheduling(config, log)
+
+
+_WORKER_SUMMARY: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """A worker's lines for the closing summary (the differential tally), printed by the main process."""
+    from tests.support.parallel import SUMMARY_LINES
+
+    _WORKER_SUMMARY.extend(getattr(node, "workeroutput", {}).get(SUMMARY_LINES, []))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in _WORKER_SUMMARY:
+        terminalreporter.write_line(line)
+
+
 def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Any]:
     """Async tests run on uvloop, as the broker does in production."""
     return {"uvloop": uvloop.new_event_loop}

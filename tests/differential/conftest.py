@@ -24,6 +24,7 @@ from tests.differential.brokers import prepare
 from tests.differential.harness import Run, Target, run_both
 from tests.differential.scenarios import ALL
 from tests.differential.scenarios.common import SHARED_TOPICS
+from tests.support.parallel import SUMMARY_LINES
 
 CONCURRENCY = 24  # scenarios in flight at once (each opens a few connections per broker)
 SCENARIO_TIMEOUT = 120.0  # seconds, per scenario and broker (the slowest waits ~50 s on a timer)
@@ -53,10 +54,11 @@ def record_result(config: pytest.Config, name: str, result: str) -> None:
     config.stash.setdefault(_RESULTS, {})[name] = result
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+def summary_line(config: pytest.Config) -> str | None:
+    """`differential: N scenarios, S same, D documented differences`, once scenarios have run."""
     results = config.stash.get(_RESULTS, {})
     if not results:
-        return
+        return None
     same = sum(1 for r in results.values() if r == "same")
     documented = sum(1 for r in results.values() if r == "documented")
     line = f"differential: {len(results)} scenarios, {same} same, {documented} documented differences"
@@ -69,7 +71,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     stats = config.stash.get(_STATS, {})
     if "seconds" in stats:
         line += f" (scenarios run in {stats['seconds']:.1f} s; Kafka 4.4 started in {stats.get('kafka_start', 0):.1f} s)"
-    terminalreporter.write_line(line)
+    return line
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a worker process (make test runs several), the line goes to the main process to print."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    line = summary_line(session.config)
+    if workeroutput is not None and line:
+        workeroutput.setdefault(SUMMARY_LINES, []).append(line)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    line = summary_line(config)
+    if line:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

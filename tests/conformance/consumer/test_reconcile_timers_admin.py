@@ -91,7 +91,8 @@ async def test_kr_4_group_states(broker: Broker, raw: Any) -> None:
     assert (await describe_one(client, "g")).group_state == "Empty"
 
 
-@pytest.mark.broker_config(group_consumer_session_timeout_ms=300, group_consumer_heartbeat_interval_ms=50)
+# The live member must outlast a second of stall of its event loop (make test runs in parallel).
+@pytest.mark.broker_config(group_consumer_session_timeout_ms=1000, group_consumer_heartbeat_interval_ms=100)
 async def test_kt_1_session_timeout_fences(broker: Broker, raw: Any) -> None:
     client = await raw()
     broker.topics.create("t", 2)

@@ -31,11 +31,13 @@ from tests.support.streams_groups import (
 )
 from tests.support.waiting import async_wait_until as wait_until
 
+# Short enough that a silent member goes within the test, long enough that a live one survives a
+# second of stall of its event loop (the suite runs beside other work: make test runs it in parallel).
 SHORT_SESSION = dict(
-    group_streams_session_timeout_ms=300,
-    group_streams_min_session_timeout_ms=300,
-    group_streams_heartbeat_interval_ms=50,
-    group_streams_min_heartbeat_interval_ms=50,
+    group_streams_session_timeout_ms=1000,
+    group_streams_min_session_timeout_ms=1000,
+    group_streams_heartbeat_interval_ms=100,
+    group_streams_min_heartbeat_interval_ms=100,
 )
 
 

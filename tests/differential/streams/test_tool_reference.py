@@ -93,8 +93,9 @@ def test_ks_28_kafka_streams_groups_tool_reports_the_same(both: Both) -> None:
                 text = "\n".join(" ".join(line.split()) for line in lines)
             elif args[0] == "--describe" and not {"--members", "--state", "--topology"} & set(args):
                 # the offsets table: the tool prints a Java HashMap of partitions, whose order within
-                # a bucket (topic names here are random) follows the broker's ListOffsets answers
-                header, *rows = text.splitlines() or [""]
+                # a bucket (topic names here are random) follows the broker's ListOffsets answers;
+                # every row padded but the last one printed, so trailing spaces go before sorting
+                header, *rows = [line.rstrip() for line in text.splitlines()] or [""]
                 text = "\n".join([header, *sorted(rows)])
             return " ".join(args), (code, text)
 
