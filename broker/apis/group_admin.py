@@ -1,12 +1,15 @@
-"""DescribeGroups v0-v6, ListGroups v0-v5, DeleteGroups v0-v2 (DG-1..DG-2, LI-1..LI-3, DL-1..DL-3; KS-28
+"""DescribeGroups v0-v6, ListGroups v0-v5, DeleteGroups v0-v2 (DG-1..DG-2, LI-1..LI-4, DL-1..DL-3; KS-28
 for streams groups)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.coordinator.classic import ClassicGroup
+from broker.coordinator.consumer.group import ConsumerGroup
 from broker.coordinator.describe_order import CoordinatorOrder, coordinator_partition_order, delete_order, hashset_order
-from broker.coordinator.streams.group import StreamsGroupState
+from broker.coordinator.list_order import coordinator_partitions
+from broker.coordinator.streams.group import StreamsGroup, StreamsGroupState
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.runtime.errors import CoordinatorError, map_append_error
@@ -115,6 +118,17 @@ def _group_ops(ctx: RequestContext, group_id: str, error: int) -> Any:
     return set(authz.operations_or_all(ctx, authz.GROUP, group_id))
 
 
+def _list_fields(group: Any) -> tuple[str, str, str, str]:
+    """A listed group's type, protocol type, state and the state as the filter compares it (LI-2, LI-3)."""
+    if isinstance(group, ClassicGroup):
+        return "classic", group.protocol_type or "", group.state.value, group.state.value.lower()
+    if isinstance(group, ConsumerGroup):  # LI-2: KIP-848 groups
+        return "consumer", "consumer", group.state, group.state.lower()
+    if isinstance(group, StreamsGroup):  # KS-28: KIP-1071 groups
+        return "streams", "streams", group.state, StreamsGroupState.lower(group.state)
+    return "share", "share", group.state, group.state.lower()  # KIP-932 share groups
+
+
 def _list_error(request: Any, code: ErrorCode) -> Any:
     return ListGroupsResponse(version=request.version, throttle_time_ms=0, error_code=code, groups=[])
 
@@ -129,37 +143,17 @@ def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
         return _list_error(request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)  # LI-1
     states = {s.strip().lower() for s in (request.states_filter or [])} if version >= 4 else set()
     types = {t.strip().lower() for t in (request.types_filter or [])} if version >= 5 else set()
+    shards = {shard.partition: shard for shard in coordinator.active_shards()}
     listed = []
-    for shard in coordinator.active_shards():
-        if not types or "classic" in types:
-            for group in shard.list_groups():
-                if states and group.state.value.lower() not in states:
-                    continue
-                listed.append(
-                    _Listed(
-                        group_id=group.group_id,
-                        protocol_type=group.protocol_type or "",
-                        group_state=group.state.value,
-                        group_type="classic",
-                    )
-                )
-        if not types or "consumer" in types:
-            for cgroup in shard.consumer_groups.values():  # LI-2: KIP-848 groups
-                state = cgroup.state
-                if states and state.lower() not in states:
-                    continue
-                listed.append(_Listed(group_id=cgroup.group_id, protocol_type="consumer", group_state=state, group_type="consumer"))
-        if not types or "streams" in types:
-            for sgroup in shard.streams_groups.values():  # KS-28: KIP-1071 groups
-                state = sgroup.state
-                if states and StreamsGroupState.lower(state) not in states:
-                    continue
-                listed.append(_Listed(group_id=sgroup.group_id, protocol_type="streams", group_state=state, group_type="streams"))
-        if not types or "share" in types:
-            for sgroup in shard.share_groups.values():  # KIP-932 share groups
-                if states and sgroup.state.lower() not in states:
-                    continue
-                listed.append(_Listed(group_id=sgroup.group_id, protocol_type="share", group_state=sgroup.state, group_type="share"))
+    for partition in coordinator_partitions(coordinator.topic_name, coordinator.num_partitions):  # LI-4
+        shard = shards.get(partition)
+        if shard is None:
+            continue
+        for group in shard.groups_in_list_order():
+            kind, protocol_type, state, state_key = _list_fields(group)
+            if (types and kind not in types) or (states and state_key not in states):
+                continue
+            listed.append(_Listed(group_id=group.group_id, protocol_type=protocol_type, group_state=state, group_type=kind))
     if ctx.broker.authorizer is not None and not authz.cluster_allowed(ctx, authz.Op.DESCRIBE, log_denied=False):
         # Without DESCRIBE on the cluster, only the groups the principal may describe.
         listed = [g for g in listed if authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, g.group_id, log_denied=False)]

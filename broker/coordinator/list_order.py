@@ -53,6 +53,11 @@ def _slot_hash(key: str) -> int:
     return (java_string_hashcode(key) * _GOLDEN) & _MASK64
 
 
+def slot_of(key: str, capacity: int) -> int:
+    """BaseHashTable.findSlot: `key`'s slot in a table of `capacity` (a power of two) slots."""
+    return _slot_hash(key) >> (65 - capacity.bit_length())
+
+
 class GroupTable:
     """One shard's group ids in the order Kafka's `groups` TimelineHashMap iterates them (see the
     module's docstring). `put` and `remove` are the map's own; the shard's group dicts call them
