@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.coordinator.classic import ClassicGroup
-from broker.coordinator.consumer.group import ConsumerGroup
 from broker.coordinator.describe_order import CoordinatorOrder, coordinator_partition_order, delete_order, hashset_order
 from broker.coordinator.list_order import coordinator_partitions
-from broker.coordinator.streams.group import StreamsGroup, StreamsGroupState
+from broker.coordinator.streams.group import StreamsGroupState
 from broker.network.context import RequestContext
 from broker.network.registry import api
 from broker.runtime.errors import CoordinatorError, map_append_error
@@ -118,17 +116,6 @@ def _group_ops(ctx: RequestContext, group_id: str, error: int) -> Any:
     return set(authz.operations_or_all(ctx, authz.GROUP, group_id))
 
 
-def _list_fields(group: Any) -> tuple[str, str, str, str]:
-    """A listed group's type, protocol type, state and the state as the filter compares it (LI-2, LI-3)."""
-    if isinstance(group, ClassicGroup):
-        return "classic", group.protocol_type or "", group.state.value, group.state.value.lower()
-    if isinstance(group, ConsumerGroup):  # LI-2: KIP-848 groups
-        return "consumer", "consumer", group.state, group.state.lower()
-    if isinstance(group, StreamsGroup):  # KS-28: KIP-1071 groups
-        return "streams", "streams", group.state, StreamsGroupState.lower(group.state)
-    return "share", "share", group.state, group.state.lower()  # KIP-932 share groups
-
-
 def _list_error(request: Any, code: ErrorCode) -> Any:
     return ListGroupsResponse(version=request.version, throttle_time_ms=0, error_code=code, groups=[])
 
@@ -149,11 +136,27 @@ def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
         shard = shards.get(partition)
         if shard is None:
             continue
-        for group in shard.groups_in_list_order():
-            kind, protocol_type, state, state_key = _list_fields(group)
-            if (types and kind not in types) or (states and state_key not in states):
+        classic, consumer, streams, share = shard.groups, shard.consumer_groups, shard.streams_groups, shard.share_groups
+        for group_id in shard.group_table.order():  # every type of group, interleaved
+            group: Any = classic.get(group_id)
+            if group is not None:
+                kind, protocol_type, state = "classic", group.protocol_type or "", group.state.value
+            elif (group := consumer.get(group_id)) is not None:  # LI-2: KIP-848 groups
+                kind = protocol_type = "consumer"
+                state = group.state
+            elif (group := streams.get(group_id)) is not None:  # KS-28: KIP-1071 groups
+                kind = protocol_type = "streams"
+                state = group.state
+            elif (group := share.get(group_id)) is not None:  # KIP-932 share groups
+                kind = protocol_type = "share"
+                state = group.state
+            else:
+                continue  # not reached: the table holds exactly the ids of the four dicts
+            if types and kind not in types:
                 continue
-            listed.append(_Listed(group_id=group.group_id, protocol_type=protocol_type, group_state=state, group_type=kind))
+            if states and (StreamsGroupState.lower(state) if kind == "streams" else state.lower()) not in states:
+                continue
+            listed.append(_Listed(group_id=group_id, protocol_type=protocol_type, group_state=state, group_type=kind))
     if ctx.broker.authorizer is not None and not authz.cluster_allowed(ctx, authz.Op.DESCRIBE, log_denied=False):
         # Without DESCRIBE on the cluster, only the groups the principal may describe.
         listed = [g for g in listed if authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, g.group_id, log_denied=False)]

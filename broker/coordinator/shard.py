@@ -13,7 +13,7 @@ broker's fsync policy.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -653,16 +653,6 @@ class GroupShard:
             metadata = m.metadata(group.protocol_name) if stable else b""
             described.members.append((m.member_id, m.group_instance_id, m.client_id, m.client_host, metadata, m.assignment))
         return described
-
-    def groups_in_list_order(self) -> Iterator[ClassicGroup | ConsumerGroup | StreamsGroup | ShareGroup]:
-        """LI-4: the shard's groups of every type, interleaved as Kafka's map of them iterates."""
-        kinds = (self.groups, self.consumer_groups, self.streams_groups, self.share_groups)
-        for group_id in self.group_table.order():
-            for groups in kinds:
-                group = groups.get(group_id)
-                if group is not None:
-                    yield group
-                    break
 
     def delete_groups(self, group_ids: list[str]) -> tuple[list[tuple[str, ErrorCode]], Awaitable[Any] | None]:
         """DL-2/DL-3: offsets tombstoned, then the group."""
