@@ -46,6 +46,9 @@ _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # BaseHashTable.findSlot's multiplier (-7046029254386353131L)
 _MIN_CAPACITY = 2  # BaseHashTable.expectedSizeToCapacity(0), as `new TimelineHashMap<>(registry, 0)`
 _MAX_CAPACITY = 1 << 30
+_SEQ_BITS = 48  # room for the order of 2**48 puts
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
+_HASHED = 1 << (_SEQ_BITS + 64)
 
 
 def _slot_hash(key: str) -> int:
@@ -63,22 +66,23 @@ class GroupTable:
     module's docstring). `put` and `remove` are the map's own; the shard's group dicts call them
     (GroupDict) when they gain or lose an id, so the table holds exactly the ids the shard has."""
 
-    __slots__ = ("_capacity", "_dicts", "_next", "_order", "_products", "_seq", "_shift")
+    __slots__ = ("_capacity", "_dicts", "_entries", "_next", "_order", "_shift")
 
     def __init__(self) -> None:
         self._capacity = _MIN_CAPACITY
         self._shift = 63  # 64 - log2(capacity)
-        self._seq: dict[str, int] = {}  # id -> when it entered its slot (a replacement keeps it)
+        # id -> when it entered its slot (a replacement keeps it), and once the order was asked
+        # for, its slot hash above that: _HASHED | hash << _SEQ_BITS | seq (one int per id)
+        self._entries: dict[str, int] = {}
         self._next = 0
-        self._products: dict[str, int] = {}  # cache of _slot_hash
         self._order: list[str] | None = None
         self._dicts: list[GroupDict[object]] = []
 
     def __len__(self) -> int:
-        return len(self._seq)
+        return len(self._entries)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._seq
+        return key in self._entries
 
     @property
     def capacity(self) -> int:
@@ -86,33 +90,31 @@ class GroupTable:
 
     def put(self, key: str) -> None:
         """BaseHashTable.baseAddOrReplace: grow first if full, then replace in place or append."""
-        if (len(self._seq) + 1) * 0.75 > self._capacity and self._capacity < _MAX_CAPACITY:
+        if (len(self._entries) + 1) * 0.75 > self._capacity and self._capacity < _MAX_CAPACITY:
             self._capacity <<= 1
             self._shift -= 1
             self._order = None
-        if key not in self._seq:
-            self._seq[key] = self._next
+        if key not in self._entries:
+            self._entries[key] = self._next
             self._next += 1
             self._order = None
 
     def remove(self, key: str) -> None:
         """BaseHashTable.baseRemove, once none of the shard's group dicts holds `key`."""
-        if key in self._seq and not any(key in d for d in self._dicts):
-            del self._seq[key]
-            self._products.pop(key, None)
+        if key in self._entries and not any(key in d for d in self._dicts):
+            del self._entries[key]
             self._order = None
 
     def order(self) -> list[str]:
         """The ids as `groups.values()` iterates them: slot by slot, each slot's newest first."""
         if self._order is None:
-            products = self._products
-            seq = self._seq
-            shift = self._shift
-            for key in seq:
-                if key not in products:
-                    products[key] = _slot_hash(key)
-            # slot ascending, then the newest first: one int per key sorts faster than a tuple
-            self._order = sorted(seq, key=lambda k: ((products[k] >> shift) << 48) - seq[k])
+            entries = self._entries
+            for key, entry in entries.items():
+                if entry < _HASHED:
+                    entries[key] = _HASHED | _slot_hash(key) << _SEQ_BITS | entry
+            shift = _SEQ_BITS + self._shift
+            # slot ascending (the _HASHED bit is in every key alike), then the newest first
+            self._order = sorted(entries, key=lambda k: ((entries[k] >> shift) << _SEQ_BITS) - (entries[k] & _SEQ_MASK))
         return self._order
 
     def __iter__(self) -> Iterator[str]:
