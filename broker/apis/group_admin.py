@@ -1,4 +1,4 @@
-"""DescribeGroups v0-v6, ListGroups v0-v5, DeleteGroups v0-v2 (DG-1..DG-2, LI-1..LI-3, DL-1..DL-3; KS-28
+"""DescribeGroups v0-v6, ListGroups v0-v5, DeleteGroups v0-v2 (DG-1..DG-2, LI-1..LI-4, DL-1..DL-3; KS-28
 for streams groups)."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.coordinator.describe_order import CoordinatorOrder, coordinator_partition_order, delete_order, hashset_order
+from broker.coordinator.list_order import coordinator_partitions
 from broker.coordinator.streams.group import StreamsGroupState
 from broker.network.context import RequestContext
 from broker.network.registry import api
@@ -129,37 +130,33 @@ def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
         return _list_error(request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)  # LI-1
     states = {s.strip().lower() for s in (request.states_filter or [])} if version >= 4 else set()
     types = {t.strip().lower() for t in (request.types_filter or [])} if version >= 5 else set()
+    shards = {shard.partition: shard for shard in coordinator.active_shards()}
     listed = []
-    for shard in coordinator.active_shards():
-        if not types or "classic" in types:
-            for group in shard.list_groups():
-                if states and group.state.value.lower() not in states:
-                    continue
-                listed.append(
-                    _Listed(
-                        group_id=group.group_id,
-                        protocol_type=group.protocol_type or "",
-                        group_state=group.state.value,
-                        group_type="classic",
-                    )
-                )
-        if not types or "consumer" in types:
-            for cgroup in shard.consumer_groups.values():  # LI-2: KIP-848 groups
-                state = cgroup.state
-                if states and state.lower() not in states:
-                    continue
-                listed.append(_Listed(group_id=cgroup.group_id, protocol_type="consumer", group_state=state, group_type="consumer"))
-        if not types or "streams" in types:
-            for sgroup in shard.streams_groups.values():  # KS-28: KIP-1071 groups
-                state = sgroup.state
-                if states and StreamsGroupState.lower(state) not in states:
-                    continue
-                listed.append(_Listed(group_id=sgroup.group_id, protocol_type="streams", group_state=state, group_type="streams"))
-        if not types or "share" in types:
-            for sgroup in shard.share_groups.values():  # KIP-932 share groups
-                if states and sgroup.state.lower() not in states:
-                    continue
-                listed.append(_Listed(group_id=sgroup.group_id, protocol_type="share", group_state=sgroup.state, group_type="share"))
+    for partition in coordinator_partitions(coordinator.topic_name, coordinator.num_partitions):  # LI-4
+        shard = shards.get(partition)
+        if shard is None:
+            continue
+        classic, consumer, streams, share = shard.groups, shard.consumer_groups, shard.streams_groups, shard.share_groups
+        for group_id in shard.group_table.order():  # every type of group, interleaved
+            group: Any = classic.get(group_id)
+            if group is not None:
+                kind, protocol_type, state = "classic", group.protocol_type or "", group.state.value
+            elif (group := consumer.get(group_id)) is not None:  # LI-2: KIP-848 groups
+                kind = protocol_type = "consumer"
+                state = group.state
+            elif (group := streams.get(group_id)) is not None:  # KS-28: KIP-1071 groups
+                kind = protocol_type = "streams"
+                state = group.state
+            elif (group := share.get(group_id)) is not None:  # KIP-932 share groups
+                kind = protocol_type = "share"
+                state = group.state
+            else:
+                continue  # not reached: the table holds exactly the ids of the four dicts
+            if types and kind not in types:
+                continue
+            if states and (StreamsGroupState.lower(state) if kind == "streams" else state.lower()) not in states:
+                continue
+            listed.append(_Listed(group_id=group_id, protocol_type=protocol_type, group_state=state, group_type=kind))
     if ctx.broker.authorizer is not None and not authz.cluster_allowed(ctx, authz.Op.DESCRIBE, log_denied=False):
         # Without DESCRIBE on the cluster, only the groups the principal may describe.
         listed = [g for g in listed if authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, g.group_id, log_denied=False)]

@@ -147,6 +147,9 @@ class ClassicRebalancer:
     def _forget(self, group: ClassicGroup) -> None:
         if self.shard.groups.get(group.group_id) is group:
             del self.shard.groups[group.group_id]
+        self._cancel_group_timers(group)
+
+    def _cancel_group_timers(self, group: ClassicGroup) -> None:
         for member_id in [*group.members, *group.pending_members]:
             self.timers.cancel(_heartbeat_key(group.group_id, member_id))
         self.timers.cancel(_join_key(group.group_id))
@@ -688,12 +691,12 @@ class ClassicRebalancer:
         group = self.shard.groups.get(group_id)
         if group is None:
             return
-        self._forget(group)
+        self._cancel_group_timers(group)
         if not group.is_in(GroupState.DEAD):
             self.on_unloaded(group)
         fresh = ClassicGroup(group_id, self._now(), generation_id=group.generation_id, protocol_type=group.protocol_type)
         fresh.current_state_timestamp = self._now()
-        self.shard.groups[group_id] = fresh
+        self.shard.groups.swap(group_id, fresh)  # in its place, as Kafka's revert leaves the group's entry (LI-4)
         log.error("group reset after a failed timer", group=group_id, generation=group.generation_id, reason=reason)
 
         def done(error: ErrorCode | None) -> None:

@@ -22,6 +22,7 @@ import structlog
 from broker.coordinator.classic import ClassicGroup, ClassicMember, GroupState
 from broker.coordinator.consumer.group import ConsumerGroup
 from broker.coordinator.consumer.manager import ConsumerGroupManager
+from broker.coordinator.list_order import GroupDict, GroupTable
 from broker.coordinator.offsets import OffsetStore
 from broker.coordinator.share.group import ShareGroup
 from broker.coordinator.share.manager import ShareGroupManager
@@ -77,12 +78,15 @@ class GroupShard:
         self._clock = context.runtime.clock  # made once per broker (skew_ms moves it)
         self._load_prefixes: dict[bytes, dict[int, bytes]] = {}
         self.max_batch_bytes = context.runtime.max_batch_bytes
-        self.groups: dict[str, ClassicGroup] = {}
+        # Every group id of the shard in the order Kafka's one map of groups iterates them
+        # (ListGroups); the four dicts below keep it up to date (list_order.GroupDict).
+        self.group_table = GroupTable()
+        self.groups: GroupDict[ClassicGroup] = self.group_table.new_dict()
         # KIP-848 consumer groups and KIP-1071 streams groups; a group id is in at most one of the dicts.
-        self.consumer_groups: dict[str, ConsumerGroup] = {}
-        self.streams_groups: dict[str, StreamsGroup] = {}
+        self.consumer_groups: GroupDict[ConsumerGroup] = self.group_table.new_dict()
+        self.streams_groups: GroupDict[StreamsGroup] = self.group_table.new_dict()
         # KIP-932 share groups (broker/coordinator/share/); their ids are in no other dict either.
-        self.share_groups: dict[str, ShareGroup] = {}
+        self.share_groups: GroupDict[ShareGroup] = self.group_table.new_dict()
         self.offsets = OffsetStore()
         # Transactional offsets read from the log: producer id -> {(group, topic, partition): (value, record offset)}.
         self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[bytes, int]]] = {}
@@ -649,9 +653,6 @@ class GroupShard:
             metadata = m.metadata(group.protocol_name) if stable else b""
             described.members.append((m.member_id, m.group_instance_id, m.client_id, m.client_host, metadata, m.assignment))
         return described
-
-    def list_groups(self) -> list[ClassicGroup]:  # classic groups (consumer and share groups are listed from their dicts)
-        return list(self.groups.values())
 
     def delete_groups(self, group_ids: list[str]) -> tuple[list[tuple[str, ErrorCode]], Awaitable[Any] | None]:
         """DL-2/DL-3: offsets tombstoned, then the group."""

@@ -1,4 +1,4 @@
-"""DescribeGroups, ListGroups and DeleteGroups: spec rules DG-1..DG-2, LI-1..LI-3, DL-1..DL-3.
+"""DescribeGroups, ListGroups and DeleteGroups: spec rules DG-1..DG-2, LI-1..LI-4, DL-1..DL-3.
 
 Groups are real classic groups formed over the raw protocol. Coordinator errors per group
 (DG-2) and the contribution of a shard that is not hosted (LI-1) use a shard whose log holds an
@@ -10,10 +10,14 @@ non-nullable, so a null cannot be sent in a well-formed request; consumer (KIP-8
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 from broker import Broker
+from broker.coordinator.list_order import GroupTable, coordinator_partitions
+from tests.support import consumer_groups as cg
 from tests.support import groups as g
 from tests.support.coordinator import (
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -26,6 +30,7 @@ from tests.support.coordinator import (
     form_group,
     groups_on_partition,
     listed,
+    partition_of,
     ready_client,
     serving,
     wait_ready,
@@ -267,6 +272,62 @@ async def test_LI_3_type_filter_and_both_filters_must_pass(broker: Broker, raw: 
     await _three_states(raw, client)
     results = {(tuple(t), tuple(s)): set(await listed(client, version=5, types=t, states=s)) for t, s, _ in TYPE_FILTERS}
     assert results == {(tuple(t), tuple(s)): expected for t, s, expected in TYPE_FILTERS}
+
+
+# -- LI-4 ------------------------------------------------------------------------------------------
+
+
+async def _consumer_member(client: Any, group: str) -> None:
+    resp = await cg.heartbeat(client, group, str(uuid.uuid4()), topics=["t"], rebalance_timeout_ms=30_000, owned={})
+    assert resp.error_code == NONE, resp
+
+
+async def test_LI_4_groups_of_every_type_in_table_order_and_the_same_after_a_restart(make_config: Callable[..., Any]) -> None:
+    """On a fresh broker each table's history is known: the answer goes partition by partition in
+    the coordinator map's order and, within one, interleaves the types as the table gives them
+    (twelve groups grow it to 16 slots; two deleted, one made again, one simple group turned into
+    a consumer group). A restart replays the log into the same tables."""
+    many, few = groups_on_partition(2, 5, 12, "li4"), groups_on_partition(3, 5, 3, "li4")
+    tables = {2: GroupTable(), 3: GroupTable()}
+    kinds: dict[str, str] = {}
+
+    def made(group: str, kind: str) -> None:
+        tables[partition_of(group, 5)].put(group)
+        kinds[group] = kind
+
+    try:
+        async with serving(make_config()) as served:
+            create_topic(served.broker, "t")
+            client = await served.ready()
+            for i, group in enumerate(many + few):
+                if i % 3 == 0:
+                    await _consumer_member(client, group)
+                    made(group, "consumer")
+                else:
+                    assert await g.commit(client, group, {("t", 0): 1}) == {("t", 0): NONE}
+                    made(group, "classic")
+            resp = await g.delete_groups(client, [many[1], many[4]])
+            assert [r.error_code for r in resp.results] == [NONE, NONE]
+            tables[2].remove(many[1])
+            tables[2].remove(many[4])
+            assert await g.commit(client, many[4], {("t", 0): 2}) == {("t", 0): NONE}
+            made(many[4], "classic")
+            await _consumer_member(client, many[2])  # its tombstone, then a consumer group's records
+            tables[2].remove(many[2])
+            made(many[2], "consumer")
+            expected = [(x, kinds[x]) for p in coordinator_partitions("__consumer_offsets", 5) if p in tables for x in tables[p]]
+            assert tables[2].capacity == 16
+            # Partition 3 before 2, and within 2 the types interleaved (not classic, then consumer).
+            assert [partition_of(x, 5) for x, _ in expected] == [3] * 3 + [2] * 11
+            second = [kind for x, kind in expected if partition_of(x, 5) == 2]
+            assert sum(a != b for a, b in pairwise(second)) > 1
+            before = [(x.group_id, x.group_type) for x in (await g.list_groups(client)).groups]
+            assert before == expected
+        async with serving(make_config()) as served:
+            client = await served.ready()
+            assert [(x.group_id, x.group_type) for x in (await g.list_groups(client)).groups] == before
+    finally:
+        shutil.rmtree(make_config().data_dir, ignore_errors=True)
 
 
 # -- DL-1 ------------------------------------------------------------------------------------------

@@ -203,11 +203,10 @@ class ConsumerGroupManager:
     def _group_for_replay(self, group_id: str, create: bool) -> ConsumerGroup | None:
         group = self.groups.get(group_id)
         if group is None and create:
-            classic = self.shard.groups.get(group_id)
-            if classic is not None:
-                # RL-5: a simple (offsets-only) or empty classic group is replaced.
-                del self.shard.groups[group_id]
             group = self.groups[group_id] = ConsumerGroup(group_id)
+            if group_id in self.shard.groups:
+                # RL-5: a simple (offsets-only) or empty classic group is replaced, in its place (LI-4).
+                del self.shard.groups[group_id]
         return group
 
     def replay(self, kind: int, key: bytes, value: bytes | None) -> None:

@@ -258,8 +258,9 @@ class Migration:
             self.timers.cancel(_join_key(gid, mid))
             self.timers.cancel(_sync_key(gid, mid))
         waiter = self.shard.write(records)
-        # The live classic group keeps every member's protocols (the replayed one has only the selected one).
-        self.shard.groups[gid] = classic
+        # The live classic group keeps every member's protocols (the replayed one has only the selected one);
+        # Kafka's map got the group once, as the replay did here.
+        self.shard.groups.swap(gid, classic)
         for cm in classic.members.values():
             self.shard.classic.reschedule_heartbeat(classic, cm)
         log.info("consumer group downgraded to a classic group", group=gid, generation=classic.generation_id, members=len(classic.members))

@@ -239,9 +239,9 @@ class StreamsGroupManager:
         group = self.groups.get(group_id)
         if group is None and create:
             classic = self.shard.groups.get(group_id)
-            if classic is not None and classic.protocol_type is None and not classic.members:
-                del self.shard.groups[group_id]
             group = self.groups[group_id] = StreamsGroup(group_id)
+            if classic is not None and classic.protocol_type is None and not classic.members:
+                del self.shard.groups[group_id]  # after the put: the streams group takes its place (LI-4)
         return group
 
     def replay(self, kind: int, key: bytes, value: bytes | None) -> None:

@@ -14,11 +14,19 @@ from tests.differential.clients.peers import Peers, commit_to_the_end, own_group
 
 def tool(peers: Peers, *args: str) -> dict[str, Any]:
     """The tool's normalized output, equal on both brokers; {"out", "err", "exit"}. A listing
-    keeps this module's groups only (other tests' groups live on the shared reference Kafka)."""
+    keeps this module's groups only (other tests' groups live on the shared reference Kafka), and
+    `--list` its rows sorted: the Admin client gathers the brokers' ListGroups answers in a
+    `HashMap<String, GroupListing>` (KafkaAdminClient.ListGroupsResults) and the tool prints that
+    map's order, which follows the number of groups on the broker, not the order it answered."""
 
     def view(result: Any) -> Any:
         out = {"out": table(result["stdout"]), "err": table(result["stderr"]), "exit": result["exit"]}
-        return own_groups(out) if "--list" in args or "--all-groups" in args else out
+        if "--list" in args or "--all-groups" in args:
+            out = own_groups(out)
+        if "--list" in args:
+            rows = out["out"]
+            out["out"] = [r for r in rows if r[:1] == ["GROUP"]] + sorted(r for r in rows if r[:1] != ["GROUP"])
+        return out
 
     return peers.same("tool", view=view, args=[*args, "--bootstrap-server", "{bootstrap}"])  # type: ignore[no-any-return]
 

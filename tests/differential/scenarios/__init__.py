@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from tests.differential.harness import Scenario
-from tests.differential.scenarios import admin, classic, configs, consumer, describe_order, find_coordinator, offsets, transactions
+from tests.differential.scenarios import (
+    admin,
+    classic,
+    configs,
+    consumer,
+    describe_order,
+    find_coordinator,
+    list_order,
+    offsets,
+    transactions,
+)
 
-FAMILIES = (find_coordinator, classic, offsets, admin, consumer, describe_order, transactions, configs)
+FAMILIES = (find_coordinator, classic, offsets, admin, consumer, describe_order, list_order, transactions, configs)
 
 ALL: list[Scenario] = [s for family in FAMILIES for s in family.scenarios.scenarios]
 
