@@ -32,8 +32,8 @@ KAFLET = Path(sys.executable).parent / "kaflet"  # the console script of the ins
 OTHER_TOOLS_FLAGS = {"--no-install-recommends", "--build", "--no-deps", "--user", "--system-site-packages", "--write", "--build-arg"}
 OTHER_TOOLS_FLAGS |= {"--network", "--now"}  # docker build --network host; systemctl disable --now
 # Kafka's own tools (kafka-storage format --add-scram, kafka-consumer-groups.sh --describe,
-# kafka-streams-application-reset); pytest --durations
-OTHER_TOOLS_FLAGS |= {"--add-scram", "--describe", "--application-id", "--input-topics", "--force", "--durations"}
+# kafka-streams-application-reset); pytest --durations and pytest-xdist's --dist
+OTHER_TOOLS_FLAGS |= {"--add-scram", "--describe", "--application-id", "--input-topics", "--force", "--durations", "--dist"}
 OTHER_TOOLS_FLAGS |= {"--share-state-partitions"}
 OTHER_TOOLS_FLAGS |= {"--offsets-decoder", "--share-group-state-decoder"}  # kafka-dump-log.sh
 # kafka-configs.sh --alter --entity-type groups --entity-name g --add-config k=v; kafka-streams-groups --members --topology
