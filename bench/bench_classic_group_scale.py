@@ -31,6 +31,12 @@ PARTITIONS = 1000
 SESSION_MS = 30_000
 REBALANCE_MS = 60_000
 HEARTBEAT_S = 1.0
+# The rows of each size: (label, unit, the measured key).
+FIGURES = (
+    ("first rebalance", "s", "first_rebalance_s"),
+    ("rebalance after one leaves", "s", "second_rebalance_s"),
+    ("broker RSS per member", "KB", "rss_per_member_kb"),
+)
 
 
 def _sizes(ctx: Context) -> tuple[int, ...]:
@@ -116,30 +122,8 @@ def run(ctx: Context) -> list[Row]:
             if not results[baseline]:
                 continue
             rows += [
-                Row(
-                    f"{n} members: first rebalance",
-                    "s",
-                    get("kaflet", n, "first_rebalance_s"),
-                    get(baseline, n, "first_rebalance_s"),
-                    False,
-                    baseline_name=baseline,
-                ),
-                Row(
-                    f"{n} members: rebalance after one leaves",
-                    "s",
-                    get("kaflet", n, "second_rebalance_s"),
-                    get(baseline, n, "second_rebalance_s"),
-                    False,
-                    baseline_name=baseline,
-                ),
-                Row(
-                    f"{n} members: broker RSS per member",
-                    "KB",
-                    get("kaflet", n, "rss_per_member_kb"),
-                    get(baseline, n, "rss_per_member_kb"),
-                    False,
-                    baseline_name=baseline,
-                ),
+                Row(f"{n} members: {label}", unit, get("kaflet", n, key), get(baseline, n, key), False, baseline_name=baseline)
+                for label, unit, key in FIGURES
             ]
     outcome = {
         b: {

@@ -4,8 +4,7 @@ the subscribed topics' metadata: the group epoch of a group subscribed to it bum
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -16,15 +15,8 @@ from tests.support.raw_client import RawClient
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    config = Config(
-        port=0,
-        data_dir=str(tmp_path / "data"),
-        metrics=False,
-        offsets_partitions=1,
-        transaction_state_partitions=1,
-        broker_rack="rack-a,rack-b,rack-c",
-    )
+async def cluster(make_config: Callable[..., Config]) -> AsyncIterator[Cluster]:
+    config = make_config(offsets_partitions=1, transaction_state_partitions=1, broker_rack="rack-a,rack-b,rack-c")
     async with Cluster(config, brokers=3) as c:
         yield c
 

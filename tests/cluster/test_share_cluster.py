@@ -10,8 +10,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from confluent_kafka import Producer, ShareConsumer
@@ -30,15 +29,9 @@ from tests.support.waiting import wait_until
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    config = Config(
-        port=0,
-        data_dir=str(tmp_path / "data"),
-        metrics=False,
-        offsets_partitions=6,
-        transaction_state_partitions=3,
-        share_coordinator_state_topic_num_partitions=6,
-        **s.SHARE_BOUNDS,
+async def cluster(make_config: Callable[..., Config]) -> AsyncIterator[Cluster]:
+    config = make_config(
+        offsets_partitions=6, transaction_state_partitions=3, share_coordinator_state_topic_num_partitions=6, **s.SHARE_BOUNDS
     )
     async with Cluster(config, brokers=3) as c:
         yield c

@@ -348,6 +348,41 @@ async def stable_group(
     return members
 
 
+async def answers_while_the_coordinator_stops(
+    make_config: Callable[..., Any], requests_of: Callable[[GroupEnv], Awaitable[dict[str, tuple[Any, int | None]]]]
+) -> dict[str, Any]:
+    """The answers to requests in flight while the broker stops, its coordinator made inactive for
+    real (GE-5): `requests_of` makes the groups and names the requests (and their versions); each
+    goes on a connection of its own, held 3 s by a chaos delay rule before its handler runs."""
+    from broker import Broker
+    from tests.support.coordinator import wait_ready
+
+    broker = Broker(make_config())
+    await broker.start()
+    clients: list[RawClient] = []
+
+    async def connect(client_id: str | None = "raw-client") -> RawClient:
+        clients.append(await RawClient.connect(broker.bootstrap, client_id))
+        return clients[-1]
+
+    try:
+        env = GroupEnv(broker, connect)
+        await wait_ready(await env.ctl())
+        requests = await requests_of(env)
+        rule = broker.faults.add(client_id="held", delay_ms=3000, count=None)
+        futures = {name: (await connect("held")).send(req, version) for name, (req, version) in requests.items()}
+        await async_wait_until(lambda: rule.hits == len(requests), message="every request held")
+        stopping = asyncio.get_running_loop().create_task(broker.stop())
+        await async_wait_until(lambda: not broker.coordinator.active, message="the coordinator stopped")
+        got = {name: await asyncio.wait_for(f, 30) for name, f in futures.items()}
+        await stopping
+    finally:
+        for c in clients:
+            await c.close()
+        await broker.stop()
+    return got
+
+
 def fail_writes(broker: Any, group: str) -> None:
     """Storage fault: appends to `group`'s __consumer_offsets partition fail with an I/O error.
 

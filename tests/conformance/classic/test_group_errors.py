@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import DeleteTopicsRequest
 
-from broker import Broker
 from tests.support import groups as g
 from tests.support.classic import (
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -35,6 +34,7 @@ from tests.support.classic import (
     UNKNOWN_MEMBER_ID,
     GroupEnv,
     Member,
+    answers_while_the_coordinator_stops,
     fail_writes,
     settle,
     stable_group,
@@ -43,7 +43,6 @@ from tests.support.coordinator import groups_on_partition, serving, wait_ready
 from tests.support.groups import leave
 from tests.support.offsets_log import write_ballast
 from tests.support.raw_client import RawClient
-from tests.support.waiting import async_wait_until
 
 SESSION_MS = 60_000  # outlives the load: the member is still there afterwards
 
@@ -142,36 +141,19 @@ async def test_GE_1_shard_not_hosted(env: GroupEnv) -> None:
 
 
 async def test_GE_1_GE_5_coordinator_not_active(make_config: Callable[..., Any]) -> None:
-    broker = Broker(make_config())
-    await broker.start()
-    clients: list[RawClient] = []
+    members: list[Any] = []
 
-    async def connect(client_id: str | None = "raw-client") -> RawClient:
-        clients.append(await RawClient.connect(broker.bootstrap, client_id))
-        return clients[-1]
-
-    try:
-        env = GroupEnv(broker, connect)
-        await wait_ready(await env.ctl())
+    async def requests_of(env: GroupEnv) -> dict[str, tuple[Any, int | None]]:
         (m,) = await stable_group(env, "g", 1)
+        members.append(m)
         requests = member_requests(m)
         # GE-5: SyncGroup v5's mandatory fields are checked by the API layer, before the coordinator.
         requests["sync-no-protocol-type"] = m.sync_request(member_id="x", generation=1, protocol_type=None)
         requests["join-stranger"] = m.join_request("x", session_timeout_ms=1)  # active is checked before the session timeout
-        # Each request on a connection of its own, held 3 s before its handler runs.
-        rule = broker.faults.add(client_id="held", delay_ms=3000, count=None)
-        futures = {}
-        for name, req in requests.items():
-            futures[name] = (await connect("held")).send(req)
-        await async_wait_until(lambda: rule.hits == len(requests), message="every request held")
-        stopping = asyncio.get_running_loop().create_task(broker.stop())
-        await async_wait_until(lambda: not broker.coordinator.active, message="the coordinator stopped")
-        got = {name: await asyncio.wait_for(f, 30) for name, f in futures.items()}
-        await stopping
-    finally:
-        for c in clients:
-            await c.close()
-        await broker.stop()
+        return {name: (req, None) for name, req in requests.items()}
+
+    got = await answers_while_the_coordinator_stops(make_config, requests_of)
+    (m,) = members
     # The coordinator service answers an inactive service with the request's MemberId.
     check_member_answers(got, COORDINATOR_NOT_AVAILABLE, m.member_id)
     assert got["sync-no-protocol-type"].error_code == INCONSISTENT_GROUP_PROTOCOL

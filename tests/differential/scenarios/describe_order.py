@@ -44,13 +44,17 @@ def note_order(s: Side, resp: Any) -> None:
     s.note("answered in order", [g.group_id for g in resp.groups])
 
 
-@scenarios("kd_1_groups_in_coordinator_partition_order", rule="KD-1")
-async def _(s: Side) -> None:
+async def describe_spread(s: Side, api: ApiKey, versions: tuple[int, ...]) -> None:
+    """The spread groups and a blank id described at once, at each version: the answers' order noted."""
     ids = spread(s)
     await consumer_and_classic(s, ids)
-    for v in (0, 1):
-        resp = await s.call("ctl", ApiKey.CONSUMER_GROUP_DESCRIBE, v, group_ids=[*ids, ""], include_authorized_operations=False)
-        note_order(s, resp)
+    for v in versions:
+        note_order(s, await s.call("ctl", api, v, group_ids=[*ids, ""], include_authorized_operations=False))
+
+
+@scenarios("kd_1_groups_in_coordinator_partition_order", rule="KD-1")
+async def _(s: Side) -> None:
+    await describe_spread(s, ApiKey.CONSUMER_GROUP_DESCRIBE, (0, 1))
 
 
 @scenarios("dg_1_groups_in_coordinator_partition_order", rule="DG-1")
@@ -66,18 +70,12 @@ async def _(s: Side) -> None:
 
 @scenarios("ks_26_groups_in_coordinator_partition_order", rule="KS-26")
 async def _(s: Side) -> None:
-    ids = spread(s)
-    await consumer_and_classic(s, ids)
-    resp = await s.call("ctl", ApiKey.STREAMS_GROUP_DESCRIBE, 0, group_ids=[*ids, ""], include_authorized_operations=False)
-    note_order(s, resp)
+    await describe_spread(s, ApiKey.STREAMS_GROUP_DESCRIBE, (0,))
 
 
 @scenarios("qd_1_groups_in_coordinator_partition_order", rule="QD-1")
 async def _(s: Side) -> None:
-    ids = spread(s)
-    await consumer_and_classic(s, ids)
-    resp = await s.call("ctl", ApiKey.SHARE_GROUP_DESCRIBE, 1, group_ids=[*ids, ""], include_authorized_operations=False)
-    note_order(s, resp)
+    await describe_spread(s, ApiKey.SHARE_GROUP_DESCRIBE, (1,))
 
 
 @scenarios("dl_1_groups_in_coordinator_partition_order", rule="DL-1")

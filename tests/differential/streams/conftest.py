@@ -20,6 +20,7 @@ from broker.embed import BrokerProcess
 from tests.support.groups import delete_groups
 from tests.support.raw_client import RawClient
 from tests.support.streams_groups import MISSING_SOURCE_TOPICS, heartbeat, subtopology, topology
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -86,16 +87,19 @@ class Side:
             [ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=entries)]
         ).values():
             future.result(30)
+
         # Kafka applies a group config once its metadata log has it, a moment after answering:
         # wait until DescribeConfigs shows every value, so the group's next heartbeat sees them.
-        deadline = time.monotonic() + 30
-        while True:
+        def shown() -> dict[str, str]:
             (described,) = admin.describe_configs([ConfigResource(ConfigResource.Type.GROUP, group)]).values()
-            shown = {k: e.value for k, e in described.result(30).items()}
-            if all(shown.get(k) == v for k, v in configs.items()):
-                return
-            assert time.monotonic() < deadline, f"{group}'s configs {configs} not visible: {shown}"
-            time.sleep(0.05)
+            return {k: e.value for k, e in described.result(30).items()}
+
+        wait_until(
+            lambda: all(shown().get(k) == v for k, v in configs.items()),
+            timeout=30,
+            interval=0.05,
+            message=lambda: f"{group}'s configs {configs} visible: {shown()}",
+        )
 
     async def streams_records(self, group: str) -> list[tuple[int, str | None, Any]]:
         """The streams-group records of `group` in `__consumer_offsets`, in log order, decoded:
